@@ -1,0 +1,374 @@
+// allreduce_bench: hvdtune's allreduce beside raw MPI_Allreduce, in the
+// style of nccl-tests (size, count, time, algbw, busbw = algbw * 2(n-1)/n).
+//
+// Both run on the same input and output buffers in the same process, and
+// their timed loops alternate (raw first on even repeats, hvdtune first on
+// odd ones) so that both see the same machine noise. Each repeat times
+// `iters` back-to-back synchronous calls; its time is the slowest rank's.
+// Reported times are medians over repeats; warm-up calls are not timed.
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "hvdtune/runtime.h"
+#include "hvdtune/types.h"
+
+namespace hvdtune::bench {
+namespace {
+
+constexpr std::string_view kProgram = "allreduce_bench";
+
+struct Options {
+  std::int64_t min_bytes = std::int64_t{4} << 10;
+  std::int64_t max_bytes = std::int64_t{256} << 20;
+  std::int64_t step_factor = 2;
+  std::int64_t iters = 0;  // 0: chosen per size
+  std::int64_t warmup = 3;
+  std::int64_t repeats = 5;
+  std::string dtype = "float32";
+  std::vector<std::string> algorithms = {"native"};
+  bool json = false;
+};
+
+// Raw MPI needs a native datatype; MPI has no standard 16-bit float.
+MPI_Datatype MpiTypeOf(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return MPI_UINT8_T;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
+    case DataType::kFloat32:
+      return MPI_FLOAT;
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
+    default:
+      return MPI_DATATYPE_NULL;
+  }
+}
+
+// Iterations per timed loop when --iters is not given: about 64 MiB of data
+// per loop, between 3 and 100 calls.
+std::int64_t ItersFor(const Options& opt, std::int64_t bytes) {
+  if (opt.iters > 0) return opt.iters;
+  const std::int64_t target = std::int64_t{64} << 20;
+  return std::clamp<std::int64_t>(target / std::max<std::int64_t>(bytes, 1), 3,
+                                  100);
+}
+
+// Input element i on rank r is (r + 1) + i % 7, so the sum over n ranks is
+// n(n+1)/2 + n * (i % 7): exact in every dtype (uint8 wraps the same way).
+template <typename T>
+void FillInput(void* data, std::int64_t count, int rank) {
+  T* p = static_cast<T*>(data);
+  for (std::int64_t i = 0; i < count; ++i) {
+    p[i] = static_cast<T>((rank + 1) + static_cast<int>(i % 7));
+  }
+}
+
+template <typename T>
+bool CheckSum(const void* data, std::int64_t count, int size) {
+  const T* p = static_cast<const T*>(data);
+  for (const std::int64_t i : {std::int64_t{0}, count / 2, count - 1}) {
+    const T want =
+        static_cast<T>(size * (size + 1) / 2 + size * static_cast<int>(i % 7));
+    if (p[i] != want) return false;
+  }
+  return true;
+}
+
+template <typename Fn>
+auto DispatchDtype(DataType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return fn(std::uint8_t{});
+    case DataType::kInt32:
+      return fn(std::int32_t{});
+    case DataType::kInt64:
+      return fn(std::int64_t{});
+    case DataType::kFloat64:
+      return fn(double{});
+    default:
+      return fn(float{});
+  }
+}
+
+struct Measurement {
+  std::int64_t bytes = 0;
+  std::int64_t count = 0;
+  std::vector<double> raw_seconds;
+  // One sample vector per algorithm.
+  std::vector<std::vector<double>> hvd_seconds;
+};
+
+struct Row {
+  double time_us;
+  double algbw_gbps;
+  double busbw_gbps;
+};
+
+Row MakeRow(std::int64_t bytes, double seconds, int ranks) {
+  const double algbw = static_cast<double>(bytes) / seconds / 1e9;
+  return {seconds * 1e6, algbw, algbw * 2.0 * (ranks - 1) / ranks};
+}
+
+class Bench {
+ public:
+  Bench(const Options& opt, DataType dtype, int rank, int size)
+      : opt_(opt),
+        dtype_(dtype),
+        mpi_type_(MpiTypeOf(dtype)),
+        rank_(rank),
+        size_(size) {
+    const std::size_t bytes = static_cast<std::size_t>(opt.max_bytes);
+    // Allocated once at the largest size and touched before any timing.
+    input_.reset(
+        static_cast<std::uint8_t*>(std::aligned_alloc(4096, Round(bytes))));
+    output_.reset(
+        static_cast<std::uint8_t*>(std::aligned_alloc(4096, Round(bytes))));
+    if (!input_ || !output_) throw std::runtime_error("out of memory");
+    const std::int64_t count = opt.max_bytes / DataTypeSize(dtype);
+    DispatchDtype(dtype_, [&]<typename T>(T) {
+      FillInput<T>(input_.get(), count, rank_);
+    });
+    std::memset(output_.get(), 0, bytes);
+    for (std::int64_t b = opt.min_bytes; b <= opt.max_bytes;
+         b *= opt.step_factor) {
+      Measurement m;
+      m.bytes = b - b % static_cast<std::int64_t>(DataTypeSize(dtype));
+      m.count = m.bytes / static_cast<std::int64_t>(DataTypeSize(dtype));
+      m.hvd_seconds.resize(opt.algorithms.size());
+      sizes_.push_back(std::move(m));
+      if (b > opt.max_bytes / opt.step_factor) break;
+    }
+  }
+
+  void RunAlgorithm(std::size_t algo_index) {
+    const std::string& algorithm = opt_.algorithms[algo_index];
+    Runtime runtime(RuntimeOptions{
+        EnvWithOverrides({{"HVDTUNE_ALLREDUCE_ALGORITHM", algorithm}})});
+    if (runtime.knobs().allreduce_algorithm_name() != algorithm) {
+      throw std::runtime_error("runtime did not select algorithm " + algorithm);
+    }
+    for (Measurement& m : sizes_) {
+      const std::vector<std::int64_t> shape = {m.count};
+      const std::string name = "allreduce_bench." + std::to_string(m.bytes);
+      const auto raw = [&] {
+        MPI_Allreduce(input_.get(), output_.get(), static_cast<int>(m.count),
+                      mpi_type_, MPI_SUM, MPI_COMM_WORLD);
+      };
+      const auto hvd = [&] {
+        WaitOk(runtime.Allreduce(name, input_.get(), output_.get(), shape,
+                                 dtype_, ReduceOp::kSum),
+               name);
+      };
+      Verify(m, raw, "mpi_raw");
+      Verify(m, hvd, algorithm);
+      for (std::int64_t i = 0; i < opt_.warmup; ++i) {
+        raw();
+        hvd();
+      }
+      const std::int64_t iters = ItersFor(opt_, m.bytes);
+      for (std::int64_t r = 0; r < opt_.repeats; ++r) {
+        if (r % 2 == 0) {
+          m.raw_seconds.push_back(TimeLoop(iters, raw));
+          m.hvd_seconds[algo_index].push_back(TimeLoop(iters, hvd));
+        } else {
+          m.hvd_seconds[algo_index].push_back(TimeLoop(iters, hvd));
+          m.raw_seconds.push_back(TimeLoop(iters, raw));
+        }
+      }
+    }
+    runtime.Shutdown();
+  }
+
+  void Print() const {
+    if (rank_ != 0) return;
+    if (opt_.json) {
+      PrintJson();
+    } else {
+      PrintTable();
+    }
+  }
+
+ private:
+  struct FreeDeleter {
+    void operator()(std::uint8_t* p) const { std::free(p); }
+  };
+
+  static std::size_t Round(std::size_t bytes) {
+    return std::max<std::size_t>((bytes + 4095) / 4096 * 4096, 4096);
+  }
+
+  // One checked call of `op` on a zeroed output: a benchmark of a wrong
+  // result is worthless.
+  template <typename Op>
+  void Verify(const Measurement& m, const Op& op, const std::string& who) {
+    if (m.count == 0) return;
+    std::memset(output_.get(), 0, static_cast<std::size_t>(m.bytes));
+    op();
+    const bool ok = DispatchDtype(dtype_, [&]<typename T>(T) {
+      return CheckSum<T>(output_.get(), m.count, size_);
+    });
+    if (!ok) {
+      throw std::runtime_error(who + " returned a wrong sum at " +
+                               std::to_string(m.bytes) + " bytes");
+    }
+  }
+
+  void PrintJson() const {
+    for (const Measurement& m : sizes_) {
+      PrintJsonRow("mpi_raw", m.bytes, Median(m.raw_seconds));
+      for (std::size_t a = 0; a < opt_.algorithms.size(); ++a) {
+        PrintJsonRow(opt_.algorithms[a], m.bytes, Median(m.hvd_seconds[a]));
+      }
+    }
+    std::cout << std::flush;
+  }
+
+  void PrintJsonRow(std::string_view algorithm, std::int64_t bytes,
+                    double seconds) const {
+    const Row row = MakeRow(bytes, seconds, size_);
+    std::cout << JsonRow()
+                     .Add("algorithm", algorithm)
+                     .Add("bytes", bytes)
+                     .Add("time_us", row.time_us)
+                     .Add("algbw_gbps", row.algbw_gbps)
+                     .Add("busbw_gbps", row.busbw_gbps)
+                     .str()
+              << "\n";
+  }
+
+  void PrintTable() const {
+    std::printf(
+        "# allreduce_bench: %d ranks, %s, sum, median of %lld repeats, "
+        "iters %s, warmup %lld\n",
+        size_, opt_.dtype.c_str(), static_cast<long long>(opt_.repeats),
+        opt_.iters > 0 ? std::to_string(opt_.iters).c_str()
+                       : "auto (~64 MiB per loop, 3..100)",
+        static_cast<long long>(opt_.warmup));
+    std::printf("# busbw = algbw * 2(n-1)/n; ratio = busbw / mpi_raw busbw\n");
+    std::printf("%12s %12s %8s  %29s", "", "", "", "mpi_raw      ");
+    for (const std::string& a : opt_.algorithms) {
+      std::printf("  %36s", (a + "       ").c_str());
+    }
+    std::printf("\n%12s %12s %8s  %10s %9s %8s", "size(B)", "count", "type",
+                "time(us)", "algbw", "busbw");
+    for (std::size_t a = 0; a < opt_.algorithms.size(); ++a) {
+      std::printf("  %10s %9s %8s %6s", "time(us)", "algbw", "busbw", "ratio");
+    }
+    std::printf("\n");
+    std::vector<std::vector<double>> big_ratios(opt_.algorithms.size());
+    for (const Measurement& m : sizes_) {
+      const Row raw = MakeRow(m.bytes, Median(m.raw_seconds), size_);
+      std::printf("%12lld %12lld %8s  %10.1f %9.3f %8.3f",
+                  static_cast<long long>(m.bytes),
+                  static_cast<long long>(m.count), opt_.dtype.c_str(),
+                  raw.time_us, raw.algbw_gbps, raw.busbw_gbps);
+      for (std::size_t a = 0; a < opt_.algorithms.size(); ++a) {
+        const Row hvd = MakeRow(m.bytes, Median(m.hvd_seconds[a]), size_);
+        const double ratio = hvd.busbw_gbps / raw.busbw_gbps;
+        if (m.bytes >= (std::int64_t{16} << 20)) big_ratios[a].push_back(ratio);
+        std::printf("  %10.1f %9.3f %8.3f %6.3f", hvd.time_us, hvd.algbw_gbps,
+                    hvd.busbw_gbps, ratio);
+      }
+      std::printf("\n");
+    }
+    for (std::size_t a = 0; a < opt_.algorithms.size(); ++a) {
+      if (big_ratios[a].empty()) continue;
+      std::printf("# %s busbw / mpi_raw at >= 16 MiB: min %.3f, median %.3f\n",
+                  opt_.algorithms[a].c_str(),
+                  *std::min_element(big_ratios[a].begin(), big_ratios[a].end()),
+                  Median(big_ratios[a]));
+    }
+    std::fflush(stdout);
+  }
+
+  const Options& opt_;
+  DataType dtype_;
+  MPI_Datatype mpi_type_;
+  int rank_;
+  int size_;
+  std::unique_ptr<std::uint8_t, FreeDeleter> input_;
+  std::unique_ptr<std::uint8_t, FreeDeleter> output_;
+  std::vector<Measurement> sizes_;
+};
+
+int Main(MpiSession& mpi, int argc, char** argv) {
+  Options opt;
+  FlagParser flags(std::string(kProgram),
+                   "hvdtune allreduce beside raw MPI_Allreduce on the same "
+                   "buffers (nccl-tests style table).");
+  const std::int64_t kMaxBytes = std::int64_t{1} << 34;
+  flags.AddBytes("min-bytes", &opt.min_bytes, 1, kMaxBytes,
+                 "smallest message (suffix K/M/G allowed)");
+  flags.AddBytes("max-bytes", &opt.max_bytes, 1, kMaxBytes, "largest message");
+  flags.AddInt("step-factor", &opt.step_factor, 2, 1024,
+               "multiply the size by this between rows");
+  flags.AddInt("iters", &opt.iters, 0, 1000000,
+               "calls per timed loop; 0 = ~64 MiB per loop, 3..100");
+  flags.AddInt("warmup", &opt.warmup, 0, 1000000,
+               "untimed calls per size and implementation");
+  flags.AddInt("repeats", &opt.repeats, 1, 100000,
+               "timed loops per size and implementation (median reported)");
+  flags.AddString("dtype", &opt.dtype,
+                  "uint8, int32, int64, float32 or float64");
+  flags.AddList("algorithms", &opt.algorithms,
+                "hvdtune allreduce algorithms to run (comma-separated)");
+  flags.AddSwitch("json", &opt.json,
+                  "print one JSON object per row instead of the table");
+  if (!flags.Parse(argc, argv)) {
+    if (mpi.rank() == 0) std::cout << flags.Usage();
+    return 0;
+  }
+  if (opt.min_bytes > opt.max_bytes) {
+    throw UsageError("--min-bytes (" + std::to_string(opt.min_bytes) +
+                     ") is larger than --max-bytes (" +
+                     std::to_string(opt.max_bytes) + ")");
+  }
+  const std::optional<DataType> dtype = ParseDataType(opt.dtype);
+  if (!dtype || MpiTypeOf(*dtype) == MPI_DATATYPE_NULL) {
+    throw UsageError("--dtype: invalid value '" + opt.dtype +
+                     "' (expected uint8, int32, int64, float32 or float64; "
+                     "raw MPI has no 16-bit float type to compare with)");
+  }
+  if (opt.min_bytes < static_cast<std::int64_t>(DataTypeSize(*dtype))) {
+    throw UsageError("--min-bytes: smaller than one " + opt.dtype + " element");
+  }
+  if (opt.max_bytes / static_cast<std::int64_t>(DataTypeSize(*dtype)) >
+      std::numeric_limits<int>::max()) {
+    throw UsageError(
+        "--max-bytes: more elements than MPI_Allreduce's int "
+        "count can hold");
+  }
+  CheckAlgorithms("--algorithms", opt.algorithms);
+
+  Bench bench(opt, *dtype, mpi.rank(), mpi.size());
+  for (std::size_t a = 0; a < opt.algorithms.size(); ++a) {
+    bench.RunAlgorithm(a);
+  }
+  bench.Print();
+  return 0;
+}
+
+}  // namespace
+}  // namespace hvdtune::bench
+
+int main(int argc, char** argv) {
+  return hvdtune::bench::RunBenchMain(argc, argv, hvdtune::bench::kProgram,
+                                      hvdtune::bench::Main);
+}

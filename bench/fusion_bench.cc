@@ -1,0 +1,235 @@
+// fusion_bench: one data-parallel step (enqueue every gradient in backward
+// order, wait for all) with tensor fusion on, with fusion off
+// (HOROVOD_FUSION_THRESHOLD=0), and as one raw MPI_Allreduce of the same
+// bytes on the same buffers.
+//
+// Gradient sets: model parameter shapes from data/<model>.txt (see
+// data/gen_shapes.py), and `many_small`, 1,000 tensors of 4 KiB. Each repeat
+// runs the three modes in a rotating order, each with a fresh Runtime
+// (raw: none alive), untimed warm-up steps first; the reported step time is
+// the median over repeats of the slowest rank's mean step time.
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "gradient_set.h"
+#include "hvdtune/runtime.h"
+
+#ifndef HVDTUNE_BENCH_DATA_DIR
+#define HVDTUNE_BENCH_DATA_DIR "bench/data"
+#endif
+#ifndef HVDTUNE_BENCH_INSTALLED_DATA_DIR
+#define HVDTUNE_BENCH_INSTALLED_DATA_DIR HVDTUNE_BENCH_DATA_DIR
+#endif
+
+namespace hvdtune::bench {
+namespace {
+
+constexpr std::string_view kProgram = "fusion_bench";
+constexpr std::string_view kManySmall = "many_small";
+constexpr int kManySmallTensors = 1000;
+constexpr std::int64_t kManySmallElements = 1024;  // 4 KiB of float32
+
+enum class Mode { kFused, kUnfused, kRaw };
+constexpr std::array<Mode, 3> kModes = {Mode::kFused, Mode::kUnfused,
+                                        Mode::kRaw};
+
+std::string_view ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kFused:
+      return "fused";
+    case Mode::kUnfused:
+      return "unfused";
+    case Mode::kRaw:
+      return "mpi_raw";
+  }
+  return "";
+}
+
+struct Options {
+  std::vector<std::string> workloads = {"resnet50", std::string(kManySmall)};
+  std::string shapes_dir;
+  double scale = 1.0;
+  std::int64_t steps = 10;
+  std::int64_t warmup = 2;
+  std::int64_t repeats = 5;
+  bool json = false;
+};
+
+std::string DefaultShapesDir() {
+  if (std::filesystem::is_directory(HVDTUNE_BENCH_DATA_DIR)) {
+    return HVDTUNE_BENCH_DATA_DIR;
+  }
+  return HVDTUNE_BENCH_INSTALLED_DATA_DIR;
+}
+
+std::vector<TensorSpec> LoadWorkload(const Options& opt,
+                                     const std::string& workload) {
+  std::vector<TensorSpec> tensors;
+  if (workload == kManySmall) {
+    for (int i = 0; i < kManySmallTensors; ++i) {
+      tensors.push_back({"t" + std::to_string(i), kManySmallElements});
+    }
+  } else {
+    const std::filesystem::path path =
+        std::filesystem::path(opt.shapes_dir) / (workload + ".txt");
+    if (!std::filesystem::exists(path)) {
+      throw UsageError("--workloads: no shapes file for '" + workload +
+                       "' (looked for " + path.string() +
+                       "; use many_small or a model with a file in "
+                       "--shapes-dir)");
+    }
+    tensors = LoadShapesFile(path.string());
+  }
+  ScaleTensors(tensors, opt.scale);
+  return tensors;
+}
+
+struct Result {
+  std::string workload;
+  std::size_t tensors = 0;
+  std::int64_t bytes = 0;
+  std::int64_t fusion_threshold = 0;
+  std::map<Mode, std::vector<double>> step_seconds;
+};
+
+// Times one mode: a fresh Runtime for fused / unfused, none for raw.
+double TimeMode(const Options& opt, GradientSet& set, Mode mode, Result& result,
+                int ranks) {
+  if (mode == Mode::kRaw) {
+    for (std::int64_t i = 0; i < opt.warmup; ++i) set.RawAllreduce();
+    return TimeLoop(opt.steps, [&] { set.RawAllreduce(); });
+  }
+  std::map<std::string, std::string> overrides;
+  if (mode == Mode::kUnfused) overrides["HOROVOD_FUSION_THRESHOLD"] = "0";
+  Runtime runtime(RuntimeOptions{EnvWithOverrides(std::move(overrides))});
+  if (mode == Mode::kFused) {
+    result.fusion_threshold = runtime.knobs().fusion_threshold_bytes();
+  }
+  // The first step pays full negotiation; check its result, then warm up.
+  set.ClearOutput();
+  set.Step(runtime);
+  if (!set.CheckOutput(ranks)) {
+    throw std::runtime_error(result.workload + " " +
+                             std::string(ModeName(mode)) +
+                             ": wrong allreduce result");
+  }
+  for (std::int64_t i = 1; i < opt.warmup; ++i) set.Step(runtime);
+  const double seconds = TimeLoop(opt.steps, [&] { set.Step(runtime); });
+  runtime.Shutdown();
+  return seconds;
+}
+
+void PrintTable(const Options& opt, const std::vector<Result>& results,
+                int ranks) {
+  std::printf(
+      "# fusion_bench: %d ranks, float32 sum, median of %lld repeats x %lld "
+      "steps (warm-up %lld), scale %g\n",
+      ranks, static_cast<long long>(opt.repeats),
+      static_cast<long long>(opt.steps), static_cast<long long>(opt.warmup),
+      opt.scale);
+  std::printf(
+      "# step = enqueue all (backward order) + wait all; mpi_raw = one "
+      "MPI_Allreduce of the same bytes\n");
+  std::printf("%-12s %8s %10s %10s %10s %11s %11s %9s %9s\n", "workload",
+              "tensors", "MiB", "threshold", "fused_ms", "unfused_ms",
+              "mpi_raw_ms", "raw/fused", "speedup");
+  for (const Result& r : results) {
+    const double fused = Median(r.step_seconds.at(Mode::kFused)) * 1e3;
+    const double unfused = Median(r.step_seconds.at(Mode::kUnfused)) * 1e3;
+    const double raw = Median(r.step_seconds.at(Mode::kRaw)) * 1e3;
+    std::printf("%-12s %8zu %10.2f %10s %10.3f %11.3f %11.3f %9.3f %9.2f\n",
+                r.workload.c_str(), r.tensors,
+                static_cast<double>(r.bytes) / (1 << 20),
+                FormatBytes(r.fusion_threshold).c_str(), fused, unfused, raw,
+                raw / fused, unfused / fused);
+  }
+  std::printf(
+      "# raw/fused: fused step speed as a fraction of one raw allreduce; "
+      "speedup: unfused / fused step time\n");
+  std::fflush(stdout);
+}
+
+int Main(MpiSession& mpi, int argc, char** argv) {
+  Options opt;
+  opt.shapes_dir = DefaultShapesDir();
+  FlagParser flags(std::string(kProgram),
+                   "Step time of a gradient set with fusion on, off, and as "
+                   "one raw MPI_Allreduce.");
+  flags.AddList("workloads", &opt.workloads,
+                "gradient sets: many_small or a model file in --shapes-dir "
+                "(resnet50, vgg16, bert_base)");
+  flags.AddString("shapes-dir", &opt.shapes_dir,
+                  "directory of <model>.txt shape files");
+  flags.AddDouble("scale", &opt.scale, 0.0, 1.0, true,
+                  "multiply every tensor's element count (at least 1 kept)");
+  flags.AddInt("steps", &opt.steps, 1, 1000000, "timed steps per repeat");
+  flags.AddInt("warmup", &opt.warmup, 1, 1000000,
+               "untimed steps before each timed loop");
+  flags.AddInt("repeats", &opt.repeats, 1, 100000,
+               "timed loops per mode (median reported)");
+  flags.AddSwitch("json", &opt.json,
+                  "print one JSON object per row instead of the table");
+  if (!flags.Parse(argc, argv)) {
+    if (mpi.rank() == 0) std::cout << flags.Usage();
+    return 0;
+  }
+  std::vector<std::vector<TensorSpec>> tensor_sets;
+  for (const std::string& workload : opt.workloads) {
+    tensor_sets.push_back(LoadWorkload(opt, workload));
+  }
+
+  std::vector<Result> results;
+  for (std::size_t w = 0; w < opt.workloads.size(); ++w) {
+    GradientSet set(opt.workloads[w], std::move(tensor_sets[w]));
+    Result result;
+    result.workload = opt.workloads[w];
+    result.tensors = set.size();
+    result.bytes = set.total_bytes();
+    for (std::int64_t r = 0; r < opt.repeats; ++r) {
+      // Rotate the order so that no mode always runs first or last.
+      for (std::size_t k = 0; k < kModes.size(); ++k) {
+        const Mode mode = kModes[(k + r) % kModes.size()];
+        result.step_seconds[mode].push_back(
+            TimeMode(opt, set, mode, result, mpi.size()));
+      }
+    }
+    results.push_back(std::move(result));
+  }
+
+  if (mpi.rank() != 0) return 0;
+  if (!opt.json) {
+    PrintTable(opt, results, mpi.size());
+    return 0;
+  }
+  for (const Result& r : results) {
+    for (const Mode mode : kModes) {
+      std::cout << JsonRow()
+                       .Add("workload", r.workload)
+                       .Add("mode", ModeName(mode))
+                       .Add("step_time_ms",
+                            Median(r.step_seconds.at(mode)) * 1e3)
+                       .str()
+                << "\n";
+    }
+  }
+  std::cout << std::flush;
+  return 0;
+}
+
+}  // namespace
+}  // namespace hvdtune::bench
+
+int main(int argc, char** argv) {
+  return hvdtune::bench::RunBenchMain(argc, argv, hvdtune::bench::kProgram,
+                                      hvdtune::bench::Main);
+}
