@@ -1,0 +1,24 @@
+#include <stdexcept>
+
+#include "algorithms/algorithm.h"
+#include "algorithms/native.h"
+
+namespace hvdtune::internal {
+
+std::vector<std::unique_ptr<AllreduceAlgorithm>> MakeAllreduceAlgorithms() {
+  std::vector<std::unique_ptr<AllreduceAlgorithm>> all;
+  all.push_back(std::make_unique<NativeAllreduce>());
+  // The knob's choices and this list must name the same algorithms in the
+  // same order.
+  if (all.size() != kAllreduceAlgorithmChoices.size()) {
+    throw std::logic_error("allreduce algorithm registry out of sync");
+  }
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i]->name() != kAllreduceAlgorithmChoices[i]) {
+      throw std::logic_error("allreduce algorithm registry out of sync");
+    }
+  }
+  return all;
+}
+
+}  // namespace hvdtune::internal

@@ -1,0 +1,169 @@
+#include "backends/mpi/mpi_context.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "reduce.h"
+
+namespace hvdtune::internal {
+namespace {
+
+void Check(int code, const char* call) {
+  if (code != MPI_SUCCESS) throw ConfigError(MpiError(call, code).message());
+}
+
+int OpIndex(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMin:
+      return 1;
+    case ReduceOp::kMax:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+// MPI user functions carry no context pointer: one instantiation per
+// (dtype, op) pair. MPI computes inout = in (op) inout.
+template <DataType D, ReduceOp O>
+void HalfReduceFn(void* in, void* inout, int* len, MPI_Datatype*) {
+  ReduceInto(inout, in, *len, D, O);
+}
+
+template <DataType D>
+void CreateOps(MPI_Op (&ops)[3]) {
+  MPI_Op_create(&HalfReduceFn<D, ReduceOp::kSum>, 1, &ops[0]);
+  MPI_Op_create(&HalfReduceFn<D, ReduceOp::kMin>, 1, &ops[1]);
+  MPI_Op_create(&HalfReduceFn<D, ReduceOp::kMax>, 1, &ops[2]);
+}
+
+}  // namespace
+
+Status MpiError(const char* call, int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return Status::Internal(std::string(call) + " failed: " +
+                          std::string(text, static_cast<std::size_t>(len)));
+}
+
+MpiContext MpiContext::Create(int ranks_per_node) {
+  MpiContext ctx;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    throw ConfigError("MPI was already finalized in this process");
+  }
+  int provided = 0;
+  if (!initialized) {
+    Check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
+          "MPI_Init_thread");
+    ctx.initialized_mpi = true;
+    // MPI may be finalized once only, so it stays up for the process's
+    // lifetime and later Runtimes reuse it.
+    std::atexit([] {
+      int fin = 0;
+      MPI_Finalized(&fin);
+      if (!fin) MPI_Finalize();
+    });
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    throw ConfigError(
+        "MPI provides thread level " + std::to_string(provided) +
+        "; hvdtune needs MPI_THREAD_SERIALIZED or higher (initialise MPI with "
+        "MPI_Init_thread(MPI_THREAD_MULTIPLE) or let hvdtune do it)");
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  Check(MPI_Comm_dup(MPI_COMM_WORLD, &ctx.control), "MPI_Comm_dup");
+  Check(MPI_Comm_dup(MPI_COMM_WORLD, &ctx.data), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(ctx.control, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(ctx.data, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(ctx.data, &ctx.rank);
+  MPI_Comm_size(ctx.data, &ctx.size);
+  if (ranks_per_node > 0) {
+    Check(MPI_Comm_split(ctx.data, ctx.rank / ranks_per_node, ctx.rank,
+                         &ctx.local),
+          "MPI_Comm_split");
+  } else {
+    Check(MPI_Comm_split_type(ctx.data, MPI_COMM_TYPE_SHARED, ctx.rank,
+                              MPI_INFO_NULL, &ctx.local),
+          "MPI_Comm_split_type");
+  }
+  MPI_Comm_rank(ctx.local, &ctx.local_rank);
+  MPI_Comm_size(ctx.local, &ctx.local_size);
+  Check(MPI_Comm_split(ctx.data, ctx.local_rank, ctx.rank, &ctx.cross),
+        "MPI_Comm_split");
+  MPI_Comm_rank(ctx.cross, &ctx.cross_rank);
+  MPI_Comm_size(ctx.cross, &ctx.cross_size);
+  MPI_Comm_set_errhandler(ctx.local, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(ctx.cross, MPI_ERRORS_RETURN);
+  return ctx;
+}
+
+void MpiContext::Free() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  for (MPI_Comm* c : {&cross, &local, &data, &control}) {
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  }
+}
+
+MpiTypes::MpiTypes() {
+  MPI_Type_contiguous(2, MPI_BYTE, &half_);
+  MPI_Type_commit(&half_);
+  MPI_Type_contiguous(2, MPI_BYTE, &bfloat16_);
+  MPI_Type_commit(&bfloat16_);
+  CreateOps<DataType::kFloat16>(half_ops_);
+  CreateOps<DataType::kBFloat16>(bfloat16_ops_);
+}
+
+MpiTypes::~MpiTypes() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  for (MPI_Op* op : {&half_ops_[0], &half_ops_[1], &half_ops_[2],
+                     &bfloat16_ops_[0], &bfloat16_ops_[1], &bfloat16_ops_[2]}) {
+    if (*op != MPI_OP_NULL) MPI_Op_free(op);
+  }
+  MPI_Type_free(&half_);
+  MPI_Type_free(&bfloat16_);
+}
+
+MPI_Datatype MpiTypes::Type(DataType dtype) const {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return MPI_UINT8_T;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
+    case DataType::kFloat16:
+      return half_;
+    case DataType::kBFloat16:
+      return bfloat16_;
+    case DataType::kFloat32:
+      return MPI_FLOAT;
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op MpiTypes::Op(DataType dtype, ReduceOp op) const {
+  if (dtype == DataType::kFloat16) return half_ops_[OpIndex(op)];
+  if (dtype == DataType::kBFloat16) return bfloat16_ops_[OpIndex(op)];
+  switch (op) {
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    default:
+      return MPI_SUM;
+  }
+}
+
+}  // namespace hvdtune::internal

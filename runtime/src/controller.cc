@@ -1,0 +1,306 @@
+#include "controller.h"
+
+#include <algorithm>
+#include <bit>
+#include <sstream>
+#include <stdexcept>
+
+namespace hvdtune::internal {
+namespace {
+
+// Word 0 of the bit vector holds flags that any rank may raise. The vector
+// is reduced with bitwise AND, so "any" flags are stored inverted.
+constexpr std::uint64_t kFlagUncached = 1u << 0;
+constexpr std::uint64_t kFlagShutdown = 1u << 1;
+constexpr std::uint64_t kFlagKnobUpdate = 1u << 2;
+
+std::size_t WordsFor(std::size_t bits) { return (bits + 63) / 64; }
+
+std::string ShapeString(const std::vector<std::int64_t>& shape) {
+  std::ostringstream os;
+  os << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) os << ", ";
+    os << shape[i];
+  }
+  os << ']';
+  return os.str();
+}
+
+}  // namespace
+
+Controller::Controller(const MpiContext& mpi, std::size_t cache_capacity)
+    : mpi_(mpi), cache_(cache_capacity) {}
+
+void Controller::Reroute(std::uint32_t bit) {
+  const auto it = hit_pending_.find(bit);
+  if (it == hit_pending_.end()) return;
+  to_send_.push_back(pending_.at(it->second));
+  hit_pending_.erase(it);
+}
+
+void Controller::ResizeCache(std::size_t capacity) {
+  for (const auto& [bit, name] : hit_pending_) {
+    to_send_.push_back(pending_.at(name));
+  }
+  hit_pending_.clear();
+  cache_ = ResponseCache(capacity);
+}
+
+Controller::CycleResult Controller::RunCycle(
+    std::vector<Request> requests, bool shutdown,
+    const std::vector<std::uint8_t>* knob_update) {
+  CycleResult result;
+  invalid_.clear();
+  for (Request& r : requests) {
+    r.rank = mpi_.rank;
+    const ResponseCache::Lookup found = cache_.Find(r);
+    if (found.state == ResponseCache::State::kHit) {
+      hit_pending_[found.bit] = r.name;
+      ++result.cache_hits;
+    } else {
+      if (found.state == ResponseCache::State::kInvalid) {
+        invalid_.push_back(found.bit);
+      }
+      to_send_.push_back(r);
+      ++result.cache_misses;
+    }
+    pending_.emplace(r.name, std::move(r));
+  }
+
+  // [flags][hit bits][invalid bits (inverted)]
+  const std::size_t words = WordsFor(cache_.capacity());
+  bits_.assign(1 + 2 * words, 0);
+  std::uint64_t flags = 0;
+  if (!to_send_.empty()) flags |= kFlagUncached;
+  if (shutdown) flags |= kFlagShutdown;
+  if (mpi_.rank == 0 && knob_update != nullptr) flags |= kFlagKnobUpdate;
+  bits_[0] = ~flags;
+  for (const auto& [bit, name] : hit_pending_) {
+    bits_[1 + bit / 64] |= std::uint64_t{1} << (bit % 64);
+  }
+  for (std::size_t w = 0; w < words; ++w) bits_[1 + words + w] = ~0ull;
+  for (std::uint32_t bit : invalid_) {
+    bits_[1 + words + bit / 64] &= ~(std::uint64_t{1} << (bit % 64));
+  }
+  int rc =
+      MPI_Allreduce(MPI_IN_PLACE, bits_.data(), static_cast<int>(bits_.size()),
+                    MPI_UINT64_T, MPI_BAND, mpi_.control);
+  if (rc != MPI_SUCCESS) {
+    result.status = MpiError("MPI_Allreduce (negotiation)", rc);
+    return result;
+  }
+  flags = ~bits_[0];
+  result.shutdown = (flags & kFlagShutdown) != 0;
+
+  // Same order of cache operations on every rank: erase invalid entries,
+  // then take the hits, then insert newly negotiated responses.
+  for (std::size_t w = 0; w < words; ++w) {
+    std::uint64_t inv = ~bits_[1 + words + w];
+    while (inv) {
+      const auto bit =
+          static_cast<std::uint32_t>(w * 64 + std::countr_zero(inv));
+      inv &= inv - 1;
+      Reroute(bit);
+      cache_.Erase(bit);
+      bits_[1 + w] &= ~(std::uint64_t{1} << (bit % 64));
+    }
+  }
+  for (std::size_t w = 0; w < words; ++w) {
+    std::uint64_t hits = bits_[1 + w];
+    while (hits) {
+      const auto bit =
+          static_cast<std::uint32_t>(w * 64 + std::countr_zero(hits));
+      hits &= hits - 1;
+      const auto it = hit_pending_.find(bit);
+      if (it == hit_pending_.end() || !cache_.Contains(bit)) {
+        result.status = Status::Internal("response cache out of sync");
+        return result;
+      }
+      result.ready.push_back(cache_.response(bit));
+      cache_.Touch(bit);
+      pending_.erase(it->second);
+      hit_pending_.erase(it);
+    }
+  }
+
+  if (flags & kFlagUncached) {
+    result.status = Negotiate(&result.ready);
+    if (!result.status.ok()) return result;
+  }
+
+  if (flags & kFlagKnobUpdate) {
+    std::vector<std::uint8_t> bytes;
+    if (mpi_.rank == 0) bytes = *knob_update;
+    result.status = Broadcast(&bytes);
+    if (!result.status.ok()) return result;
+    result.knob_update = std::move(bytes);
+  }
+  return result;
+}
+
+Status Controller::Broadcast(std::vector<std::uint8_t>* bytes) {
+  std::int64_t n = static_cast<std::int64_t>(bytes->size());
+  int rc = MPI_Bcast(&n, 1, MPI_INT64_T, 0, mpi_.control);
+  if (rc != MPI_SUCCESS) return MpiError("MPI_Bcast (negotiation)", rc);
+  bytes->resize(static_cast<std::size_t>(n));
+  rc = MPI_Bcast(bytes->data(), static_cast<int>(n), MPI_BYTE, 0, mpi_.control);
+  if (rc != MPI_SUCCESS) return MpiError("MPI_Bcast (negotiation)", rc);
+  return Status::Ok();
+}
+
+Status Controller::Negotiate(std::vector<Response>* ready) {
+  const std::vector<std::uint8_t> mine = SerializeRequests(to_send_);
+  to_send_.clear();
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(mpi_.rank == 0 ? mpi_.size : 0);
+  int rc =
+      MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, mpi_.control);
+  if (rc != MPI_SUCCESS) return MpiError("MPI_Gather (negotiation)", rc);
+  std::vector<int> displs(lens.size());
+  std::vector<std::uint8_t> all;
+  if (mpi_.rank == 0) {
+    int total = 0;
+    for (std::size_t r = 0; r < lens.size(); ++r) {
+      displs[r] = total;
+      total += lens[r];
+    }
+    all.resize(static_cast<std::size_t>(total));
+  }
+  rc = MPI_Gatherv(mine.data(), len, MPI_BYTE, all.data(), lens.data(),
+                   displs.data(), MPI_BYTE, 0, mpi_.control);
+  if (rc != MPI_SUCCESS) return MpiError("MPI_Gatherv (negotiation)", rc);
+
+  std::vector<std::uint8_t> answer;
+  if (mpi_.rank == 0) {
+    std::vector<Request> received;
+    try {
+      for (std::size_t r = 0; r < lens.size(); ++r) {
+        std::vector<Request> part =
+            DeserializeRequests(all.data() + displs[r], lens[r]);
+        for (Request& q : part) received.push_back(std::move(q));
+      }
+    } catch (const std::exception& e) {
+      return Status::Internal(std::string("bad negotiation message: ") +
+                              e.what());
+    }
+    answer = SerializeResponses(Coordinate(std::move(received)));
+  }
+  Status s = Broadcast(&answer);
+  if (!s.ok()) return s;
+  std::vector<Response> responses;
+  try {
+    responses = DeserializeResponses(answer.data(), answer.size());
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("bad negotiation answer: ") + e.what());
+  }
+  std::vector<std::uint32_t> displaced;
+  for (Response& resp : responses) {
+    const auto it = pending_.find(resp.name);
+    if (it == pending_.end()) {
+      return Status::Internal("negotiated tensor '" + resp.name +
+                              "' is not pending on rank " +
+                              std::to_string(mpi_.rank));
+    }
+    if (resp.kind == Response::Kind::kRun) {
+      displaced.clear();
+      cache_.Put(resp, it->second, &displaced);
+      for (std::uint32_t bit : displaced) Reroute(bit);
+    }
+    pending_.erase(it);
+    ready->push_back(std::move(resp));
+  }
+  return Status::Ok();
+}
+
+std::vector<Response> Controller::Coordinate(std::vector<Request> requests) {
+  for (Request& r : requests) {
+    auto [it, inserted] = table_.try_emplace(r.name);
+    TableEntry& e = it->second;
+    if (inserted) {
+      e.by_rank.resize(static_cast<std::size_t>(mpi_.size));
+      table_order_.push_back(r.name);
+    }
+    if (r.rank < 0 || r.rank >= mpi_.size) continue;
+    Request& slot = e.by_rank[static_cast<std::size_t>(r.rank)];
+    if (slot.name.empty()) ++e.received;
+    slot = std::move(r);
+  }
+  std::vector<Response> out;
+  std::vector<std::string> still_waiting;
+  for (std::string& name : table_order_) {
+    auto it = table_.find(name);
+    if (it->second.received == mpi_.size) {
+      out.push_back(BuildResponse(it->second.by_rank));
+      table_.erase(it);
+    } else {
+      still_waiting.push_back(std::move(name));
+    }
+  }
+  table_order_ = std::move(still_waiting);
+  return out;
+}
+
+Response Controller::BuildResponse(const std::vector<Request>& reqs) const {
+  const Request& first = reqs[0];
+  Response resp;
+  resp.name = first.name;
+  resp.type = first.type;
+  resp.dtype = first.dtype;
+  resp.op = first.op;
+  resp.root = first.root;
+  auto fail = [&](const std::string& what, const std::string& a, int rank,
+                  const std::string& b) {
+    resp.kind = Response::Kind::kError;
+    resp.first_dims.clear();
+    resp.error = "mismatched " + what + " for tensor '" + first.name +
+                 "': rank 0 has " + a + ", rank " + std::to_string(rank) +
+                 " has " + b;
+    return resp;
+  };
+  for (int r = 1; r < static_cast<int>(reqs.size()); ++r) {
+    const Request& q = reqs[static_cast<std::size_t>(r)];
+    if (q.type != first.type) {
+      return fail("collective", std::string(CollectiveTypeName(first.type)), r,
+                  std::string(CollectiveTypeName(q.type)));
+    }
+    if (q.dtype != first.dtype) {
+      return fail("dtype", std::string(DataTypeName(first.dtype)), r,
+                  std::string(DataTypeName(q.dtype)));
+    }
+    if (first.type == CollectiveType::kAllreduce && q.op != first.op) {
+      return fail("reduce op", std::string(ReduceOpName(first.op)), r,
+                  std::string(ReduceOpName(q.op)));
+    }
+    if (first.type == CollectiveType::kBroadcast && q.root != first.root) {
+      return fail("broadcast root", std::to_string(first.root), r,
+                  std::to_string(q.root));
+    }
+    if (first.type == CollectiveType::kAllgather) {
+      const bool same_tail = q.shape.size() == first.shape.size() &&
+                             !q.shape.empty() &&
+                             std::equal(q.shape.begin() + 1, q.shape.end(),
+                                        first.shape.begin() + 1);
+      if (!same_tail) {
+        return fail("shape (all but the first dimension must agree)",
+                    ShapeString(first.shape), r, ShapeString(q.shape));
+      }
+    } else if (q.shape != first.shape) {
+      return fail("shape", ShapeString(first.shape), r, ShapeString(q.shape));
+    }
+  }
+  if (first.type == CollectiveType::kBroadcast &&
+      (first.root < 0 || first.root >= mpi_.size)) {
+    resp.kind = Response::Kind::kError;
+    resp.error = "broadcast root " + std::to_string(first.root) +
+                 " of tensor '" + first.name + "' is not a rank of 0.." +
+                 std::to_string(mpi_.size - 1);
+    return resp;
+  }
+  if (first.type == CollectiveType::kAllgather) {
+    for (const Request& q : reqs) resp.first_dims.push_back(q.shape[0]);
+  }
+  return resp;
+}
+
+}  // namespace hvdtune::internal

@@ -1,0 +1,41 @@
+#include "fusion.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+namespace hvdtune::internal {
+
+std::vector<FusionGroup> PlanFusion(const std::vector<FusionItem>& items,
+                                    std::int64_t threshold) {
+  std::vector<FusionGroup> done;
+  // Open group per (dtype, op).
+  std::map<std::pair<int, int>, FusionGroup> open;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const FusionItem& it = items[i];
+    if (it.error || it.type != CollectiveType::kAllreduce || threshold <= 0 ||
+        it.bytes >= threshold) {
+      done.push_back({{i}, it.bytes});
+      continue;
+    }
+    const auto key =
+        std::make_pair(static_cast<int>(it.dtype), static_cast<int>(it.op));
+    FusionGroup& g = open[key];
+    if (!g.members.empty() && g.bytes + it.bytes > threshold) {
+      done.push_back(std::move(g));
+      g = FusionGroup();
+    }
+    g.members.push_back(i);
+    g.bytes += it.bytes;
+  }
+  for (auto& [key, g] : open) {
+    if (!g.members.empty()) done.push_back(std::move(g));
+  }
+  std::sort(done.begin(), done.end(),
+            [](const FusionGroup& a, const FusionGroup& b) {
+              return a.members.front() < b.members.front();
+            });
+  return done;
+}
+
+}  // namespace hvdtune::internal

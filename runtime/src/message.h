@@ -1,0 +1,88 @@
+// What ranks tell each other during negotiation: requests (this tensor is
+// ready here) and responses (run this, or fail it with this error).
+// Serialised explicitly, field by field; never a raw struct copy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hvdtune/types.h"
+
+namespace hvdtune::internal {
+
+struct Request {
+  std::string name;
+  CollectiveType type = CollectiveType::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  std::int32_t root = 0;
+  std::int32_t rank = 0;
+  std::vector<std::int64_t> shape;
+
+  std::int64_t NumElements() const;
+  /// True when everything but the sending rank is the same.
+  bool SameSignature(const Request& other) const;
+};
+
+struct Response {
+  enum class Kind : std::uint8_t { kRun = 0, kError = 1 };
+  Kind kind = Kind::kRun;
+  std::string name;
+  CollectiveType type = CollectiveType::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  std::int32_t root = 0;
+  /// Allgather: every rank's first dimension, in rank order.
+  std::vector<std::int64_t> first_dims;
+  std::string error;
+};
+
+class Writer {
+ public:
+  void U8(std::uint8_t v) { bytes_.push_back(v); }
+  void I32(std::int32_t v) { Raw(&v, sizeof v); }
+  void I64(std::int64_t v) { Raw(&v, sizeof v); }
+  void F64(double v) { Raw(&v, sizeof v); }
+  void Str(const std::string& s);
+  void I64s(const std::vector<std::int64_t>& v);
+  std::vector<std::uint8_t>& bytes() { return bytes_; }
+
+ private:
+  void Raw(const void* p, std::size_t n);
+  std::vector<std::uint8_t> bytes_;
+};
+
+/// Bounds-checked reader; throws std::runtime_error on truncated input.
+class Reader {
+ public:
+  Reader(const std::uint8_t* data, std::size_t size)
+      : data_(data), size_(size) {}
+  std::uint8_t U8();
+  std::int32_t I32();
+  std::int64_t I64();
+  double F64();
+  std::string Str();
+  std::vector<std::int64_t> I64s();
+  bool done() const { return pos_ == size_; }
+
+ private:
+  void Raw(void* p, std::size_t n);
+  const std::uint8_t* data_;
+  std::size_t size_;
+  std::size_t pos_ = 0;
+};
+
+void Serialize(const Request& r, Writer& w);
+Request DeserializeRequest(Reader& r);
+void Serialize(const Response& r, Writer& w);
+Response DeserializeResponse(Reader& r);
+
+std::vector<std::uint8_t> SerializeRequests(const std::vector<Request>& v);
+std::vector<Request> DeserializeRequests(const std::uint8_t* data,
+                                         std::size_t size);
+std::vector<std::uint8_t> SerializeResponses(const std::vector<Response>& v);
+std::vector<Response> DeserializeResponses(const std::uint8_t* data,
+                                           std::size_t size);
+
+}  // namespace hvdtune::internal

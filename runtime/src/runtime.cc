@@ -1,0 +1,155 @@
+#include "hvdtune/runtime.h"
+
+#include <stdexcept>
+
+#include "runtime_impl.h"
+
+namespace hvdtune {
+
+using internal::HandleState;
+using internal::TensorEntry;
+
+namespace {
+
+const std::vector<std::uint8_t> kNoOutput;
+const std::vector<std::int64_t> kNoShape;
+
+Handle Failed(Status s) {
+  auto state = std::make_shared<HandleState>();
+  state->Complete(std::move(s));
+  return Handle(state);
+}
+
+// Checks the arguments every collective shares; empty string when fine.
+std::string CheckTensor(const std::string& name, const void* data,
+                        std::span<const std::int64_t> shape, DataType dtype) {
+  if (name.empty()) return "tensor name must not be empty";
+  if (static_cast<int>(dtype) >= kNumDataTypes) {
+    return "unknown dtype " + std::to_string(static_cast<int>(dtype)) +
+           " for tensor '" + name + "'";
+  }
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) {
+    if (d < 0) {
+      return "negative dimension " + std::to_string(d) + " in tensor '" + name +
+             "'";
+    }
+    n *= d;
+  }
+  if (n > 0 && data == nullptr) {
+    return "null buffer for tensor '" + name + "' of " + std::to_string(n) +
+           " elements";
+  }
+  return {};
+}
+
+}  // namespace
+
+bool Handle::Poll() const {
+  if (!state_) return true;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->done;
+}
+
+Status Handle::Wait() const {
+  if (!state_) return Status::InvalidArgument("empty handle");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [&] { return state_->done; });
+  return state_->status;
+}
+
+Status Handle::status() const {
+  if (!state_) return Status::InvalidArgument("empty handle");
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->status;
+}
+
+const std::vector<std::uint8_t>& Handle::output() const {
+  return state_ ? state_->output : kNoOutput;
+}
+
+const std::vector<std::int64_t>& Handle::output_shape() const {
+  return state_ ? state_->output_shape : kNoShape;
+}
+
+Runtime::Runtime(RuntimeOptions options)
+    : impl_(std::make_unique<internal::RuntimeImpl>(options)) {}
+
+Runtime::~Runtime() = default;
+
+void Runtime::Shutdown() { impl_->Shutdown(); }
+bool Runtime::running() const { return impl_->running(); }
+int Runtime::rank() const { return impl_->mpi().rank; }
+int Runtime::size() const { return impl_->mpi().size; }
+int Runtime::local_rank() const { return impl_->mpi().local_rank; }
+int Runtime::local_size() const { return impl_->mpi().local_size; }
+int Runtime::cross_rank() const { return impl_->mpi().cross_rank; }
+int Runtime::cross_size() const { return impl_->mpi().cross_size; }
+
+Handle Runtime::Allreduce(std::string name, const void* input, void* output,
+                          std::span<const std::int64_t> shape, DataType dtype,
+                          ReduceOp op) {
+  std::string err = CheckTensor(name, input, shape, dtype);
+  if (err.empty()) err = CheckTensor(name, output, shape, dtype);
+  if (err.empty() && static_cast<int>(op) >= kNumReduceOps) {
+    err = "unknown reduce op for tensor '" + name + "'";
+  }
+  if (!err.empty()) return Failed(Status::InvalidArgument(err));
+  TensorEntry e;
+  e.request.name = std::move(name);
+  e.request.type = CollectiveType::kAllreduce;
+  e.request.dtype = dtype;
+  e.request.op = op;
+  e.request.shape.assign(shape.begin(), shape.end());
+  e.input = input;
+  e.output = output;
+  return impl_->Enqueue(std::move(e));
+}
+
+Handle Runtime::Broadcast(std::string name, void* buffer,
+                          std::span<const std::int64_t> shape, DataType dtype,
+                          int root) {
+  std::string err = CheckTensor(name, buffer, shape, dtype);
+  if (err.empty() && (root < 0 || root >= size())) {
+    err = "broadcast root " + std::to_string(root) + " of tensor '" + name +
+          "' is not a rank of 0.." + std::to_string(size() - 1);
+  }
+  if (!err.empty()) return Failed(Status::InvalidArgument(err));
+  TensorEntry e;
+  e.request.name = std::move(name);
+  e.request.type = CollectiveType::kBroadcast;
+  e.request.dtype = dtype;
+  e.request.root = root;
+  e.request.shape.assign(shape.begin(), shape.end());
+  e.input = buffer;
+  e.output = buffer;
+  return impl_->Enqueue(std::move(e));
+}
+
+Handle Runtime::Allgather(std::string name, const void* input,
+                          std::span<const std::int64_t> shape, DataType dtype) {
+  std::string err = CheckTensor(name, input, shape, dtype);
+  if (err.empty() && shape.empty()) {
+    err = "allgather of tensor '" + name + "' needs at least one dimension";
+  }
+  if (!err.empty()) return Failed(Status::InvalidArgument(err));
+  TensorEntry e;
+  e.request.name = std::move(name);
+  e.request.type = CollectiveType::kAllgather;
+  e.request.dtype = dtype;
+  e.request.shape.assign(shape.begin(), shape.end());
+  e.input = input;
+  return impl_->Enqueue(std::move(e));
+}
+
+KnobSettings Runtime::knobs() const { return impl_->knobs(); }
+std::array<bool, kNumKnobs> Runtime::pinned_knobs() const {
+  return impl_->pinned();
+}
+std::uint64_t Runtime::RequestKnobUpdate(const KnobSettings& values) {
+  return impl_->RequestKnobUpdate(values);
+}
+std::uint64_t Runtime::knob_version() const { return impl_->knob_version(); }
+RuntimeStats Runtime::stats() const { return impl_->stats(); }
+
+}  // namespace hvdtune

@@ -1,0 +1,75 @@
+#include "hvdtune/types.h"
+
+#include <array>
+
+#include "hvdtune/status.h"
+
+namespace hvdtune {
+namespace {
+
+constexpr std::array<std::string_view, kNumDataTypes> kDataTypeNames = {
+    "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64"};
+constexpr std::array<std::size_t, kNumDataTypes> kDataTypeSizes = {1, 4, 8, 2,
+                                                                   2, 4, 8};
+constexpr std::array<std::string_view, kNumReduceOps> kReduceOpNames = {
+    "sum", "average", "min", "max"};
+
+}  // namespace
+
+std::size_t DataTypeSize(DataType dtype) {
+  return kDataTypeSizes[static_cast<int>(dtype)];
+}
+
+std::string_view DataTypeName(DataType dtype) {
+  return kDataTypeNames[static_cast<int>(dtype)];
+}
+
+std::string_view ReduceOpName(ReduceOp op) {
+  return kReduceOpNames[static_cast<int>(op)];
+}
+
+std::string_view CollectiveTypeName(CollectiveType type) {
+  switch (type) {
+    case CollectiveType::kAllreduce:
+      return "allreduce";
+    case CollectiveType::kBroadcast:
+      return "broadcast";
+    case CollectiveType::kAllgather:
+      return "allgather";
+  }
+  return "unknown";
+}
+
+std::optional<DataType> ParseDataType(std::string_view name) {
+  for (int i = 0; i < kNumDataTypes; ++i) {
+    if (kDataTypeNames[i] == name) return static_cast<DataType>(i);
+  }
+  return std::nullopt;
+}
+
+std::optional<ReduceOp> ParseReduceOp(std::string_view name) {
+  for (int i = 0; i < kNumReduceOps; ++i) {
+    if (kReduceOpNames[i] == name) return static_cast<ReduceOp>(i);
+  }
+  return std::nullopt;
+}
+
+std::string Status::ToString() const {
+  switch (code_) {
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInProgress:
+      return "IN_PROGRESS";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT: " + message_;
+    case StatusCode::kMismatch:
+      return "MISMATCH: " + message_;
+    case StatusCode::kAborted:
+      return "ABORTED: " + message_;
+    case StatusCode::kInternal:
+      return "INTERNAL: " + message_;
+  }
+  return message_;
+}
+
+}  // namespace hvdtune
