@@ -1,0 +1,44 @@
+#pragma once
+
+#include <Eigen/Core>
+
+#include "hvdtune/tuner/gaussian_process.h"
+
+namespace hvdtune::tuner {
+
+/// Which acquisition function scores candidate points (all maximised).
+enum class AcquisitionKind {
+  /// log of expected improvement, stable far into the tail (default).
+  kLogExpectedImprovement,
+  /// Plain expected improvement (underflows to 0 away from the data; kept
+  /// for baselines).
+  kExpectedImprovement,
+  /// Upper confidence bound mean + sqrt(beta) * sd.
+  kUpperConfidenceBound,
+};
+
+/// Parameters of the acquisition function (standardised output units).
+struct AcquisitionSettings {
+  AcquisitionKind kind = AcquisitionKind::kLogExpectedImprovement;
+  double xi = 0.0;        ///< EI improvement margin over the incumbent.
+  double ucb_beta = 4.0;  ///< UCB exploration weight.
+};
+
+/// log h(z) with h(z) = phi(z) + z Phi(z), so EI = sigma * h(z). Accurate for
+/// any finite z: direct for z > -1, erfcx with log1mexp down to
+/// -1/sqrt(eps), the asymptotic -z^2/2 - log(2 pi)/2 - 2 log|z| below
+/// (Ament et al., "Unexpected improvements to expected improvement", 2023).
+/// When `dlogh_dz` is non-null it receives d log h / dz.
+double LogH(double z, double* dlogh_dz = nullptr);
+
+/// Scaled complementary error function exp(x^2) erfc(x), for x >= 0.
+double Erfcx(double x);
+
+/// Value of the acquisition at unit point `x` given the incumbent value
+/// `best` (standardised units). When `grad` is non-null it receives the
+/// gradient with respect to the continuous coordinates of `x`.
+double EvaluateAcquisition(const GaussianProcess& gp,
+                           const AcquisitionSettings& settings, double best,
+                           const Eigen::VectorXd& x, Eigen::VectorXd* grad);
+
+}  // namespace hvdtune::tuner

@@ -1,0 +1,391 @@
+#include "hvdtune/tuner/bayes_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include "hvdtune/tuner/initial_design.h"
+#include "json.h"
+
+namespace hvdtune::tuner {
+
+namespace {
+
+constexpr const char* kFormat = "hvdtune.tuner.bayes_optimizer";
+constexpr int kVersion = 1;
+
+// Every scalar setting, by name: one list drives both writing and reading.
+template <typename F>
+void VisitSettings(BayesOptSettings& s, F&& f) {
+  f("initial_design_size", s.initial_design_size);
+  f("latin_hypercube", s.latin_hypercube);
+  f("max_evaluations", s.max_evaluations);
+  f("stop_ei_threshold", s.stop_ei_threshold);
+  f("stop_patience", s.stop_patience);
+  f("refit_every_until", s.refit_every_until);
+  f("refit_growth", s.refit_growth);
+  f("num_anchors", s.num_anchors);
+  f("acquisition.xi", s.acquisition.xi);
+  f("acquisition.ucb_beta", s.acquisition.ucb_beta);
+  auto& ao = s.acquisition_optimizer;
+  f("acquisition_optimizer.num_random_candidates", ao.num_random_candidates);
+  f("acquisition_optimizer.num_anchor_perturbations",
+    ao.num_anchor_perturbations);
+  f("acquisition_optimizer.perturbation_sd", ao.perturbation_sd);
+  f("acquisition_optimizer.num_local_starts", ao.num_local_starts);
+  f("acquisition_optimizer.local_max_evals", ao.local_max_evals);
+  f("acquisition_optimizer.max_enumerated_combinations",
+    ao.max_enumerated_combinations);
+  auto& gp = s.gp;
+  f("gp.ard", gp.ard);
+  f("gp.use_priors", gp.use_priors);
+  f("gp.noise_floor", gp.noise_floor);
+  f("gp.restarts", gp.restarts);
+  f("gp.max_evals_per_start", gp.max_evals_per_start);
+  f("gp.log_lengthscale_prior_mean", gp.log_lengthscale_prior_mean);
+  f("gp.log_lengthscale_prior_sd", gp.log_lengthscale_prior_sd);
+  f("gp.log_category_weight_prior_mean", gp.log_category_weight_prior_mean);
+  f("gp.log_category_weight_prior_sd", gp.log_category_weight_prior_sd);
+  f("gp.log_signal_prior_mean", gp.log_signal_prior_mean);
+  f("gp.log_signal_prior_sd", gp.log_signal_prior_sd);
+  f("gp.log_noise_prior_mean", gp.log_noise_prior_mean);
+  f("gp.log_noise_prior_sd", gp.log_noise_prior_sd);
+  f("gp.mean_prior_sd", gp.mean_prior_sd);
+}
+
+const char* KindName(DimensionKind kind) {
+  switch (kind) {
+    case DimensionKind::kContinuous:
+      return "continuous";
+    case DimensionKind::kInteger:
+      return "integer";
+    case DimensionKind::kCategorical:
+      return "categorical";
+  }
+  return "continuous";
+}
+
+DimensionKind KindFromName(const std::string& name) {
+  if (name == "continuous") return DimensionKind::kContinuous;
+  if (name == "integer") return DimensionKind::kInteger;
+  if (name == "categorical") return DimensionKind::kCategorical;
+  throw std::invalid_argument("tuner state JSON: unknown dimension kind '" +
+                              name + "'");
+}
+
+const char* AcquisitionName(AcquisitionKind kind) {
+  switch (kind) {
+    case AcquisitionKind::kLogExpectedImprovement:
+      return "log_ei";
+    case AcquisitionKind::kExpectedImprovement:
+      return "ei";
+    case AcquisitionKind::kUpperConfidenceBound:
+      return "ucb";
+  }
+  return "log_ei";
+}
+
+AcquisitionKind AcquisitionFromName(const std::string& name) {
+  if (name == "log_ei") return AcquisitionKind::kLogExpectedImprovement;
+  if (name == "ei") return AcquisitionKind::kExpectedImprovement;
+  if (name == "ucb") return AcquisitionKind::kUpperConfidenceBound;
+  throw std::invalid_argument("tuner state JSON: unknown acquisition '" + name +
+                              "'");
+}
+
+}  // namespace
+
+BayesianOptimizer::BayesianOptimizer(SearchSpace space,
+                                     BayesOptSettings settings)
+    : space_(std::move(space)),
+      settings_(settings),
+      rng_(settings.seed),
+      last_acquisition_(std::numeric_limits<double>::quiet_NaN()),
+      gp_(space_.num_continuous(), space_.CategoryCounts(), settings.gp) {
+  if (space_.size() == 0) {
+    throw std::invalid_argument("BayesianOptimizer: empty search space");
+  }
+  if (settings_.initial_design_size < 0 || settings_.max_evaluations < 0 ||
+      settings_.stop_patience < 1 || !(settings_.refit_growth >= 0) ||
+      !(settings_.gp.noise_floor > 0)) {
+    throw std::invalid_argument("BayesianOptimizer: invalid settings");
+  }
+}
+
+int BayesianOptimizer::InitialDesignSize() const {
+  if (settings_.initial_design_size > 0) return settings_.initial_design_size;
+  return std::max(4, space_.num_free() + 1);
+}
+
+void BayesianOptimizer::SeedDesign(const std::vector<Config>& configs) {
+  for (const Config& c : configs) design_queue_.push_back(space_.MakeValid(c));
+}
+
+Config BayesianOptimizer::RandomConfig() {
+  return space_.FromUnit(UniformRandom(1, space_.num_continuous(),
+                                       space_.CategoryCounts(), rng_)[0]);
+}
+
+Config BayesianOptimizer::Suggest() {
+  if (!design_generated_) {
+    design_generated_ = true;
+    const int missing =
+        InitialDesignSize() -
+        static_cast<int>(observations_.size() + design_queue_.size());
+    if (missing > 0 && space_.num_free() > 0) {
+      const auto points = settings_.latin_hypercube
+                              ? LatinHypercube(missing, space_.num_continuous(),
+                                               space_.CategoryCounts(), rng_)
+                              : UniformRandom(missing, space_.num_continuous(),
+                                              space_.CategoryCounts(), rng_);
+      for (const auto& u : points) design_queue_.push_back(space_.FromUnit(u));
+    }
+  }
+  if (!design_queue_.empty()) {
+    Config next = design_queue_.front();
+    design_queue_.pop_front();
+    return next;
+  }
+  if (space_.num_free() == 0) return space_.Center();
+  if (observations_.size() < 2) return RandomConfig();
+
+  SyncModel(&rng_);
+  // Incumbent and anchors by posterior mean, robust to noisy lucky samples.
+  const int n = model_points_;
+  std::vector<std::pair<double, int>> ranked(n);
+  for (int i = 0; i < n; ++i) {
+    double mean, var;
+    gp_.PredictStandardized(gp_.inputs().col(i), &mean, &var);
+    ranked[i] = {mean, i};
+  }
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
+  std::vector<Eigen::VectorXd> anchors;
+  for (int i = 0; i < std::min(n, settings_.num_anchors); ++i) {
+    anchors.push_back(gp_.inputs().col(ranked[i].second));
+  }
+  const AcquisitionMaximum best = MaximizeAcquisition(
+      gp_, settings_.acquisition, ranked[0].first, space_.CategoryCounts(),
+      anchors, settings_.acquisition_optimizer, rng_);
+  last_acquisition_ = best.value;
+
+  if (settings_.stop_ei_threshold > 0) {
+    double ei = best.value;
+    if (settings_.acquisition.kind ==
+        AcquisitionKind::kLogExpectedImprovement) {
+      ei = std::exp(best.value);
+    } else if (settings_.acquisition.kind ==
+               AcquisitionKind::kUpperConfidenceBound) {
+      ei = std::numeric_limits<double>::infinity();  // UCB has no EI to test
+    }
+    low_ei_rounds_ = ei < settings_.stop_ei_threshold ? low_ei_rounds_ + 1 : 0;
+  }
+  return space_.FromUnit(best.x);
+}
+
+void BayesianOptimizer::Observe(const Config& config, double score) {
+  if (!std::isfinite(score)) {
+    throw std::invalid_argument(
+        "BayesianOptimizer::Observe: score is not finite");
+  }
+  observations_.push_back({space_.MakeValid(config), score});
+}
+
+Eigen::MatrixXd BayesianOptimizer::UnitMatrix(int count) const {
+  Eigen::MatrixXd x(space_.num_free(), count);
+  for (int i = 0; i < count; ++i)
+    x.col(i) = space_.ToUnit(observations_[i].config);
+  return x;
+}
+
+bool BayesianOptimizer::RefitDue() const {
+  const int n = static_cast<int>(observations_.size());
+  if (n <= last_fit_points_) return false;
+  if (last_fit_points_ == 0 || n <= settings_.refit_every_until) return true;
+  const double growth = std::max(1.0, std::floor(settings_.refit_growth * n));
+  return n - last_fit_points_ >= growth;
+}
+
+void BayesianOptimizer::SyncModel(std::mt19937_64* rng) const {
+  const int n = static_cast<int>(observations_.size());
+  if (rng != nullptr && RefitDue()) {
+    Eigen::VectorXd y(n);
+    for (int i = 0; i < n; ++i) y[i] = observations_[i].score;
+    gp_.SetData(UnitMatrix(n), y);
+    gp_.FitHyperparameters(*rng);
+    last_fit_points_ = n;
+    model_points_ = n;
+    return;
+  }
+  if (last_fit_points_ == 0) return;  // no model yet
+  for (; model_points_ < n; ++model_points_) {
+    gp_.AddPoint(space_.ToUnit(observations_[model_points_].config),
+                 observations_[model_points_].score);
+  }
+}
+
+std::optional<Observation> BayesianOptimizer::Best() const {
+  if (observations_.empty()) return std::nullopt;
+  SyncModel(nullptr);
+  int best = 0;
+  if (last_fit_points_ == 0) {
+    for (std::size_t i = 1; i < observations_.size(); ++i) {
+      if (observations_[i].score > observations_[best].score)
+        best = static_cast<int>(i);
+    }
+    return observations_[best];
+  }
+  double best_mean = -std::numeric_limits<double>::infinity();
+  for (int i = 0; i < model_points_; ++i) {
+    double mean, var;
+    gp_.PredictStandardized(gp_.inputs().col(i), &mean, &var);
+    if (mean > best_mean) {
+      best_mean = mean;
+      best = i;
+    }
+  }
+  return observations_[best];
+}
+
+bool BayesianOptimizer::ShouldStop() const {
+  if (settings_.max_evaluations > 0 &&
+      static_cast<int>(observations_.size()) >= settings_.max_evaluations) {
+    return true;
+  }
+  return settings_.stop_ei_threshold > 0 &&
+         low_ei_rounds_ >= settings_.stop_patience;
+}
+
+std::string BayesianOptimizer::ToJson() const {
+  std::ostringstream out;
+  out << "{\"format\":" << json::Quote(kFormat) << ",\"version\":" << kVersion;
+  out << ",\"space\":[";
+  for (std::size_t i = 0; i < space_.size(); ++i) {
+    const Dimension& d = space_.dimensions()[i];
+    out << (i ? "," : "") << "{\"name\":" << json::Quote(d.name)
+        << ",\"kind\":" << json::Quote(KindName(d.kind))
+        << ",\"lower\":" << json::Number(d.lower)
+        << ",\"upper\":" << json::Number(d.upper)
+        << ",\"log_scale\":" << (d.log_scale ? "true" : "false")
+        << ",\"num_categories\":" << d.num_categories
+        << ",\"pinned\":" << (d.pinned ? "true" : "false")
+        << ",\"pinned_value\":" << json::Number(d.pinned_value) << "}";
+  }
+  out << "],\"settings\":{\"seed\":"
+      << json::Quote(std::to_string(settings_.seed)) << ",\"acquisition.kind\":"
+      << json::Quote(AcquisitionName(settings_.acquisition.kind));
+  BayesOptSettings copy = settings_;
+  VisitSettings(copy, [&](const char* name, auto& value) {
+    out << "," << json::Quote(name) << ":";
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>) {
+      out << (value ? "true" : "false");
+    } else {
+      out << json::Number(static_cast<double>(value));
+    }
+  });
+  std::ostringstream rng_text;
+  rng_text << rng_;
+  out << "},\"rng\":" << json::Quote(rng_text.str()) << ",\"observations\":[";
+  for (std::size_t i = 0; i < observations_.size(); ++i) {
+    out << (i ? "," : "")
+        << "{\"config\":" << json::Numbers(observations_[i].config)
+        << ",\"score\":" << json::Number(observations_[i].score) << "}";
+  }
+  out << "],\"design_queue\":[";
+  for (std::size_t i = 0; i < design_queue_.size(); ++i) {
+    out << (i ? "," : "") << json::Numbers(design_queue_[i]);
+  }
+  const Eigen::VectorXd& theta = gp_.hyperparameters();
+  out << "],\"design_generated\":" << (design_generated_ ? "true" : "false")
+      << ",\"low_ei_rounds\":" << low_ei_rounds_
+      << ",\"last_fit_points\":" << last_fit_points_ << ",\"hyperparameters\":"
+      << json::Numbers(
+             std::vector<double>(theta.data(), theta.data() + theta.size()))
+      << "}";
+  return out.str();
+}
+
+BayesianOptimizer BayesianOptimizer::FromJson(const std::string& text) {
+  const json::Value doc = json::Parse(text);
+  if (doc.at("format").AsString() != kFormat ||
+      doc.at("version").AsNumber() != kVersion) {
+    throw std::invalid_argument("tuner state JSON: unknown format or version");
+  }
+  std::vector<Dimension> dims;
+  for (const json::Value& v : doc.at("space").AsArray()) {
+    Dimension d;
+    d.name = v.at("name").AsString();
+    d.kind = KindFromName(v.at("kind").AsString());
+    d.lower = v.at("lower").AsNumber();
+    d.upper = v.at("upper").AsNumber();
+    d.log_scale = v.at("log_scale").AsBool();
+    d.num_categories = static_cast<int>(v.at("num_categories").AsNumber());
+    d.pinned = v.at("pinned").AsBool();
+    d.pinned_value = v.at("pinned_value").AsNumber();
+    dims.push_back(d);
+  }
+  const json::Value& s = doc.at("settings");
+  BayesOptSettings settings;
+  try {
+    settings.seed = std::stoull(s.at("seed").AsString());
+  } catch (const std::logic_error&) {
+    throw std::invalid_argument("tuner state JSON: bad seed");
+  }
+  settings.acquisition.kind =
+      AcquisitionFromName(s.at("acquisition.kind").AsString());
+  VisitSettings(settings, [&](const char* name, auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, bool>) {
+      value = s.at(name).AsBool();
+    } else {
+      value = static_cast<T>(s.at(name).AsNumber());
+    }
+  });
+
+  BayesianOptimizer opt(SearchSpace(std::move(dims)), settings);
+  std::istringstream rng_text(doc.at("rng").AsString());
+  rng_text >> opt.rng_;
+  if (!rng_text) throw std::invalid_argument("tuner state JSON: bad rng state");
+  for (const json::Value& v : doc.at("observations").AsArray()) {
+    opt.Observe(v.at("config").AsNumbers(), v.at("score").AsNumber());
+  }
+  for (const json::Value& v : doc.at("design_queue").AsArray()) {
+    opt.design_queue_.push_back(opt.space_.MakeValid(v.AsNumbers()));
+  }
+  opt.design_generated_ = doc.at("design_generated").AsBool();
+  opt.low_ei_rounds_ = static_cast<int>(doc.at("low_ei_rounds").AsNumber());
+  const int fit_points = static_cast<int>(doc.at("last_fit_points").AsNumber());
+  const std::vector<double> theta = doc.at("hyperparameters").AsNumbers();
+  if (fit_points < 0 ||
+      fit_points > static_cast<int>(opt.observations_.size()) ||
+      static_cast<int>(theta.size()) != opt.gp_.num_hyperparameters()) {
+    throw std::invalid_argument("tuner state JSON: inconsistent model state");
+  }
+  // Rebuild the model exactly as it was: factorised at the last refit, later
+  // points to be added by the same Cholesky updates.
+  opt.gp_.SetHyperparameters(
+      Eigen::Map<const Eigen::VectorXd>(theta.data(), theta.size()));
+  if (fit_points > 0) {
+    Eigen::VectorXd y(fit_points);
+    for (int i = 0; i < fit_points; ++i) y[i] = opt.observations_[i].score;
+    opt.gp_.SetData(opt.UnitMatrix(fit_points), y);
+  }
+  opt.last_fit_points_ = fit_points;
+  opt.model_points_ = fit_points;
+  return opt;
+}
+
+std::vector<std::uint8_t> BayesianOptimizer::Serialize() const {
+  const std::string text = ToJson();
+  return {text.begin(), text.end()};
+}
+
+BayesianOptimizer BayesianOptimizer::Deserialize(
+    const std::vector<std::uint8_t>& bytes) {
+  return FromJson(std::string(bytes.begin(), bytes.end()));
+}
+
+}  // namespace hvdtune::tuner

@@ -1,0 +1,387 @@
+#include "hvdtune/tuner/gaussian_process.h"
+
+#include <Eigen/Cholesky>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "lbfgs.h"
+
+namespace hvdtune::tuner {
+
+namespace {
+
+constexpr double kSqrt5 = 2.23606797749978969640;
+constexpr double kLog2Pi = 1.83787706640934548356;
+constexpr int kMaxJitterTries = 6;
+
+// Matérn-5/2 profile and the factor shared by its derivatives:
+// k(r) = (1 + s r + 5/3 r^2) e^{-s r}, dk/d(r^2) = -5/6 (1 + s r) e^{-s r}.
+inline void Matern52(double r2, double* value, double* deriv_factor) {
+  const double r = std::sqrt(r2);
+  const double e = std::exp(-kSqrt5 * r);
+  *value = (1.0 + kSqrt5 * r + 5.0 / 3.0 * r2) * e;
+  *deriv_factor = 5.0 / 3.0 * (1.0 + kSqrt5 * r) * e;
+}
+
+// Cholesky of `k`, adding growing jitter to the diagonal when it is not
+// numerically positive definite. Returns false only if every try failed.
+bool RobustCholesky(Eigen::MatrixXd k, double scale, Eigen::MatrixXd* lower) {
+  double jitter = 0;
+  for (int attempt = 0; attempt < kMaxJitterTries; ++attempt) {
+    if (jitter > 0) k.diagonal().array() += jitter;
+    Eigen::LLT<Eigen::MatrixXd> llt(k);
+    if (llt.info() == Eigen::Success && llt.matrixLLT().allFinite()) {
+      *lower = llt.matrixL();
+      return true;
+    }
+    jitter = jitter == 0 ? 1e-10 * scale : jitter * 100;
+  }
+  return false;
+}
+
+}  // namespace
+
+GaussianProcess::GaussianProcess(int num_continuous,
+                                 std::vector<int> category_counts,
+                                 GpSettings settings)
+    : num_continuous_(num_continuous),
+      num_lengthscales_(num_continuous == 0 ? 0
+                        : settings.ard      ? num_continuous
+                                            : 1),
+      category_counts_(std::move(category_counts)),
+      settings_(settings) {
+  theta_ = DefaultHyperparameters();
+  h_ = Unpack(theta_);
+  x_.resize(num_continuous_ + num_categorical(), 0);
+}
+
+Eigen::VectorXd GaussianProcess::DefaultHyperparameters() const {
+  Eigen::VectorXd theta(num_hyperparameters());
+  const double ll = settings_.log_lengthscale_prior_mean +
+                    0.5 * std::log(std::max(1, num_continuous_));
+  int k = 0;
+  for (int i = 0; i < num_lengthscales_; ++i) theta[k++] = ll;
+  for (int i = 0; i < num_categorical(); ++i) {
+    theta[k++] = settings_.log_category_weight_prior_mean;
+  }
+  theta[k++] = settings_.log_signal_prior_mean;
+  theta[k++] = settings_.log_noise_prior_mean;
+  theta[k++] = 0.0;
+  return theta;
+}
+
+void GaussianProcess::HyperparameterBounds(Eigen::VectorXd* lower,
+                                           Eigen::VectorXd* upper) const {
+  lower->resize(num_hyperparameters());
+  upper->resize(num_hyperparameters());
+  int k = 0;
+  for (int i = 0; i < num_lengthscales_; ++i, ++k) {
+    (*lower)[k] = std::log(0.01);
+    (*upper)[k] = std::log(30.0);
+  }
+  for (int i = 0; i < num_categorical(); ++i, ++k) {
+    (*lower)[k] = std::log(0.01);
+    (*upper)[k] = std::log(30.0);
+  }
+  (*lower)[k] = std::log(0.01);  // signal variance
+  (*upper)[k++] = std::log(100.0);
+  (*lower)[k] = std::log(1e-12);  // noise above the floor
+  (*upper)[k++] = std::log(10.0);
+  (*lower)[k] = -5.0;  // constant mean
+  (*upper)[k++] = 5.0;
+}
+
+GaussianProcess::Unpacked GaussianProcess::Unpack(
+    const Eigen::VectorXd& theta) const {
+  Unpacked h;
+  h.inv_l2.resize(num_continuous_);
+  int k = 0;
+  for (int i = 0; i < num_continuous_; ++i) {
+    h.inv_l2[i] = std::exp(-2.0 * theta[settings_.ard ? i : 0]);
+  }
+  k += num_lengthscales_;
+  h.cat_w.resize(num_categorical());
+  for (int i = 0; i < num_categorical(); ++i) h.cat_w[i] = std::exp(theta[k++]);
+  h.s2 = std::exp(theta[k++]);
+  h.noise = settings_.noise_floor + std::exp(theta[k++]);
+  h.mean = theta[k++];
+  return h;
+}
+
+void GaussianProcess::PairTerms(const Unpacked& h, const double* a,
+                                const double* b, double* m52, double* dfac,
+                                double* cat) const {
+  double r2 = 0;
+  for (int d = 0; d < num_continuous_; ++d) {
+    const double diff = a[d] - b[d];
+    r2 += diff * diff * h.inv_l2[d];
+  }
+  double mismatch = 0;
+  for (int c = 0; c < num_categorical(); ++c) {
+    if (a[num_continuous_ + c] != b[num_continuous_ + c]) {
+      mismatch += h.cat_w[c];
+    }
+  }
+  Matern52(r2, m52, dfac);
+  *cat = std::exp(-mismatch);
+}
+
+double GaussianProcess::Kernel(const Unpacked& h, const double* a,
+                               const double* b) const {
+  double m52, dfac, cat;
+  PairTerms(h, a, b, &m52, &dfac, &cat);
+  return h.s2 * m52 * cat;
+}
+
+void GaussianProcess::SetHyperparameters(const Eigen::VectorXd& theta) {
+  Eigen::VectorXd lower, upper;
+  HyperparameterBounds(&lower, &upper);
+  theta_ = theta.cwiseMax(lower).cwiseMin(upper);
+  h_ = Unpack(theta_);
+  Refactorize();
+}
+
+void GaussianProcess::SetData(const Eigen::MatrixXd& x,
+                              const Eigen::VectorXd& y) {
+  x_ = x;
+  y_raw_ = y;
+  Restandardize();
+  Refactorize();
+}
+
+void GaussianProcess::Restandardize() {
+  const int n = num_points();
+  y_offset_ = n > 0 ? y_raw_.mean() : 0.0;
+  double var = 0;
+  if (n > 1) var = (y_raw_.array() - y_offset_).square().sum() / (n - 1);
+  const double tiny = 1e-12 * std::max(1.0, std::abs(y_offset_));
+  y_scale_ = std::sqrt(var) > tiny ? std::sqrt(var) : 1.0;
+  y_ = (y_raw_.array() - y_offset_) / y_scale_;
+}
+
+void GaussianProcess::Refactorize() {
+  const int n = num_points();
+  Eigen::MatrixXd k(n, n);
+  for (int j = 0; j < n; ++j) {
+    for (int i = j; i < n; ++i) {
+      k(i, j) = k(j, i) = Kernel(h_, x_.col(i).data(), x_.col(j).data());
+    }
+    k(j, j) += h_.noise;
+  }
+  if (!RobustCholesky(k, h_.s2, &chol_)) {
+    // Unreachable in practice (the noise floor keeps K positive definite);
+    // a diagonal factor keeps predictions finite rather than throwing.
+    chol_ = k.diagonal().cwiseMax(h_.noise).cwiseSqrt().asDiagonal();
+  }
+  UpdateAlpha();
+}
+
+void GaussianProcess::UpdateAlpha() {
+  const int n = num_points();
+  alpha_ = (y_.array() - h_.mean).matrix();
+  if (n == 0) return;
+  const auto lower =
+      std::as_const(chol_).topLeftCorner(n, n).triangularView<Eigen::Lower>();
+  lower.solveInPlace(alpha_);
+  lower.transpose().solveInPlace(alpha_);
+}
+
+void GaussianProcess::AddPoint(const Eigen::VectorXd& x, double y) {
+  const int n = num_points();
+  x_.conservativeResize(Eigen::NoChange, n + 1);
+  x_.col(n) = x;
+  y_raw_.conservativeResize(n + 1);
+  y_raw_[n] = y;
+  Restandardize();
+
+  Eigen::VectorXd kx(n);
+  for (int i = 0; i < n; ++i) kx[i] = Kernel(h_, x_.col(i).data(), x.data());
+  if (n > 0)
+    std::as_const(chol_)
+        .topLeftCorner(n, n)
+        .triangularView<Eigen::Lower>()
+        .solveInPlace(kx);
+  const double d2 = h_.s2 + h_.noise - kx.squaredNorm();
+  if (!(d2 > 1e-3 * h_.noise)) {
+    // Lost positive definiteness to rounding: refactorise from scratch.
+    Refactorize();
+    return;
+  }
+  Eigen::MatrixXd grown = Eigen::MatrixXd::Zero(n + 1, n + 1);
+  grown.topLeftCorner(n, n) = chol_.topLeftCorner(n, n);
+  grown.block(n, 0, 1, n) = kx.transpose();
+  grown(n, n) = std::sqrt(d2);
+  chol_.swap(grown);
+  UpdateAlpha();
+}
+
+double GaussianProcess::LogMarginalLikelihood(const Eigen::VectorXd& theta,
+                                              Eigen::VectorXd* grad) const {
+  const int n = num_points();
+  const Unpacked h = Unpack(theta);
+  if (grad) grad->setZero(num_hyperparameters());
+  if (n == 0) return 0.0;
+  Eigen::MatrixXd k(n, n);
+  for (int j = 0; j < n; ++j) {
+    for (int i = j; i < n; ++i) {
+      k(i, j) = k(j, i) = Kernel(h, x_.col(i).data(), x_.col(j).data());
+    }
+    k(j, j) += h.noise;
+  }
+  Eigen::MatrixXd lower;
+  if (!RobustCholesky(k, h.s2, &lower)) {
+    return -std::numeric_limits<double>::infinity();
+  }
+  const auto tri = std::as_const(lower).triangularView<Eigen::Lower>();
+  Eigen::VectorXd alpha = (y_.array() - h.mean).matrix();
+  const Eigen::VectorXd resid = alpha;
+  tri.solveInPlace(alpha);
+  tri.transpose().solveInPlace(alpha);
+  const double lml = -0.5 * resid.dot(alpha) -
+                     lower.diagonal().array().log().sum() - 0.5 * n * kLog2Pi;
+  if (!grad) return lml;
+
+  // d lml / d theta_p = 1/2 tr((alpha alpha^T - K^-1) dK/dtheta_p).
+  Eigen::MatrixXd g = Eigen::MatrixXd::Identity(n, n);
+  tri.solveInPlace(g);
+  tri.transpose().solveInPlace(g);
+  g = alpha * alpha.transpose() - g;
+
+  const int cat0 = num_lengthscales_;
+  const int s2_idx = cat0 + num_categorical();
+  Eigen::VectorXd& out = *grad;
+  for (int j = 0; j < n; ++j) {
+    const double* b = x_.col(j).data();
+    for (int i = j + 1; i < n; ++i) {
+      const double* a = x_.col(i).data();
+      double m52, dfac, cat;
+      PairTerms(h, a, b, &m52, &dfac, &cat);
+      const double kij = h.s2 * m52 * cat;
+      const double gij = g(i, j);  // pair counted twice, times 1/2
+      const double lfac = gij * h.s2 * cat * dfac;
+      for (int d = 0; d < num_continuous_; ++d) {
+        const double diff = a[d] - b[d];
+        out[settings_.ard ? d : 0] += lfac * diff * diff * h.inv_l2[d];
+      }
+      for (int c = 0; c < num_categorical(); ++c) {
+        if (a[num_continuous_ + c] != b[num_continuous_ + c]) {
+          out[cat0 + c] -= gij * kij * h.cat_w[c];
+        }
+      }
+      out[s2_idx] += gij * kij;
+    }
+  }
+  const double trace = g.diagonal().sum();
+  out[s2_idx] += 0.5 * trace * h.s2;
+  out[s2_idx + 1] = 0.5 * trace * (h.noise - settings_.noise_floor);
+  out[s2_idx + 2] = alpha.sum();
+  return lml;
+}
+
+double GaussianProcess::LogPrior(const Eigen::VectorXd& theta,
+                                 Eigen::VectorXd* grad) const {
+  if (grad) grad->setZero(num_hyperparameters());
+  if (!settings_.use_priors) return 0.0;
+  double lp = 0;
+  auto normal = [&](int idx, double mean, double sd) {
+    const double z = (theta[idx] - mean) / sd;
+    lp -= 0.5 * z * z;
+    if (grad) (*grad)[idx] = -z / sd;
+  };
+  const Eigen::VectorXd mode = DefaultHyperparameters();
+  int k = 0;
+  for (int i = 0; i < num_lengthscales_; ++i, ++k) {
+    normal(k, mode[k], settings_.log_lengthscale_prior_sd);
+  }
+  for (int i = 0; i < num_categorical(); ++i, ++k) {
+    normal(k, mode[k], settings_.log_category_weight_prior_sd);
+  }
+  normal(k, mode[k], settings_.log_signal_prior_sd);
+  ++k;
+  normal(k, mode[k], settings_.log_noise_prior_sd);
+  ++k;
+  normal(k, 0.0, settings_.mean_prior_sd);
+  return lp;
+}
+
+void GaussianProcess::FitHyperparameters(std::mt19937_64& rng) {
+  if (num_points() == 0) return;
+  const int p = num_hyperparameters();
+  Eigen::VectorXd lower, upper;
+  HyperparameterBounds(&lower, &upper);
+
+  std::vector<Eigen::VectorXd> starts = {theta_, DefaultHyperparameters()};
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (int r = 0; r < settings_.restarts; ++r) {
+    Eigen::VectorXd s = DefaultHyperparameters();
+    for (int i = 0; i < p; ++i) s[i] += normal(rng);
+    starts.push_back(s);
+  }
+
+  const GradientObjective objective = [this](const Eigen::VectorXd& theta,
+                                             Eigen::VectorXd* grad) {
+    Eigen::VectorXd g_prior;
+    double value = LogMarginalLikelihood(theta, grad);
+    value += LogPrior(theta, grad ? &g_prior : nullptr);
+    if (grad) *grad += g_prior;
+    return value;
+  };
+  LbfgsResult best = MaximizeLbfgs(objective, lower, upper, starts,
+                                   settings_.max_evals_per_start, 1e-5);
+  if (best.x.size() == 0) best.x = DefaultHyperparameters();
+  SetHyperparameters(best.x);
+}
+
+void GaussianProcess::PredictStandardized(const Eigen::VectorXd& x,
+                                          double* mean, double* var,
+                                          Eigen::VectorXd* dmean,
+                                          Eigen::VectorXd* dvar) const {
+  const int n = num_points();
+  const bool want_grad = dmean != nullptr || dvar != nullptr;
+  if (dmean) dmean->setZero(num_continuous_);
+  if (dvar) dvar->setZero(num_continuous_);
+  if (n == 0) {
+    *mean = h_.mean;
+    *var = h_.s2;
+    return;
+  }
+  Eigen::VectorXd kx(n);
+  for (int i = 0; i < n; ++i) kx[i] = Kernel(h_, x_.col(i).data(), x.data());
+  *mean = h_.mean + kx.dot(alpha_);
+  const auto tri = chol_.topLeftCorner(n, n).triangularView<Eigen::Lower>();
+  Eigen::VectorXd v = kx;
+  tri.solveInPlace(v);
+  const double raw_var = h_.s2 - v.squaredNorm();
+  const double min_var = 1e-12 * h_.s2;
+  const bool clamped = !(raw_var > min_var);
+  *var = clamped ? min_var : raw_var;
+  if (!want_grad) return;
+
+  // dk_i/dx = -s2 * cat_i * 5/3 (1 + sqrt5 r) e^{-sqrt5 r} * (x - x_i) / l^2.
+  Eigen::VectorXd w = v;
+  tri.transpose().solveInPlace(w);
+  for (int i = 0; i < n; ++i) {
+    const double* a = x_.col(i).data();
+    double m52, dfac, cat;
+    PairTerms(h_, x.data(), a, &m52, &dfac, &cat);
+    const double base = -h_.s2 * cat * dfac;
+    const double cm = dmean ? alpha_[i] * base : 0.0;
+    const double cv = (dvar && !clamped) ? -2.0 * w[i] * base : 0.0;
+    for (int d = 0; d < num_continuous_; ++d) {
+      const double dk = (x[d] - a[d]) * h_.inv_l2[d];
+      if (dmean) (*dmean)[d] += cm * dk;
+      if (dvar) (*dvar)[d] += cv * dk;
+    }
+  }
+}
+
+void GaussianProcess::Predict(const Eigen::VectorXd& x, double* mean,
+                              double* var) const {
+  PredictStandardized(x, mean, var);
+  *mean = y_offset_ + y_scale_ * *mean;
+  *var *= y_scale_ * y_scale_;
+}
+
+}  // namespace hvdtune::tuner
