@@ -125,6 +125,11 @@ AcquisitionMaximum MaximizeAcquisition(
         for (int d = 0; d < num_cont; ++d) {
           x[d] = std::clamp(x[d] + normal(rng), 0.0, 1.0);
         }
+        for (std::size_t c = 0; c < category_counts.size(); ++c) {
+          if (uniform(rng) < 0.2) {
+            x[num_cont + c] = static_cast<double>(rng() % category_counts[c]);
+          }
+        }
         candidates.push_back(x);
       }
     }
@@ -145,9 +150,31 @@ AcquisitionMaximum MaximizeAcquisition(
                       return values[a] > values[b] ||
                              (values[a] == values[b] && a < b);
                     });
+  // Also refine the best candidate of every category combination (when
+  // there are few), so categories compete on refined continuous settings.
+  std::vector<std::size_t> start_ids(order.begin(), order.begin() + starts);
+  if (num_cont > 0 && !category_counts.empty() && combinations <= 16) {
+    std::vector<std::pair<double, std::size_t>> per_combo(
+        static_cast<std::size_t>(combinations),
+        {-std::numeric_limits<double>::infinity(), 0});
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      std::size_t key = 0, stride = 1;
+      for (std::size_t c = 0; c < category_counts.size(); ++c) {
+        key += static_cast<std::size_t>(candidates[i][num_cont + c]) * stride;
+        stride *= category_counts[c];
+      }
+      if (values[i] > per_combo[key].first) per_combo[key] = {values[i], i};
+    }
+    for (const auto& [value, id] : per_combo) {
+      if (std::isfinite(value) && std::find(start_ids.begin(), start_ids.end(),
+                                            id) == start_ids.end()) {
+        start_ids.push_back(id);
+      }
+    }
+  }
   AcquisitionMaximum best_found{candidates[order[0]], values[order[0]]};
-  for (std::size_t s = 0; s < starts; ++s) {
-    AcquisitionMaximum m = maximizer.Refine(candidates[order[s]]);
+  for (std::size_t id : start_ids) {
+    AcquisitionMaximum m = maximizer.Refine(candidates[id]);
     m = maximizer.Polish(m);
     if (m.value > best_found.value) best_found = m;
   }

@@ -41,6 +41,7 @@ void VisitSettings(BayesOptSettings& s, F&& f) {
   auto& gp = s.gp;
   f("gp.ard", gp.ard);
   f("gp.use_priors", gp.use_priors);
+  f("gp.warp_outputs", gp.warp_outputs);
   f("gp.noise_floor", gp.noise_floor);
   f("gp.restarts", gp.restarts);
   f("gp.max_evals_per_start", gp.max_evals_per_start);

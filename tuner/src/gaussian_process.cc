@@ -147,18 +147,87 @@ void GaussianProcess::SetData(const Eigen::MatrixXd& x,
                               const Eigen::VectorXd& y) {
   x_ = x;
   y_raw_ = y;
-  Restandardize();
+  Restandardize(/*refit_warp=*/true);
   Refactorize();
 }
 
-void GaussianProcess::Restandardize() {
-  const int n = num_points();
-  y_offset_ = n > 0 ? y_raw_.mean() : 0.0;
+double YeoJohnson(double z, double lambda) {
+  if (z >= 0) {
+    return std::abs(lambda) < 1e-9 ? std::log1p(z)
+                                   : (std::pow(z + 1, lambda) - 1) / lambda;
+  }
+  const double l2 = 2 - lambda;
+  return std::abs(l2) < 1e-9 ? -std::log1p(-z)
+                             : -(std::pow(1 - z, l2) - 1) / l2;
+}
+
+double InverseYeoJohnson(double psi, double lambda) {
+  if (psi >= 0) {
+    if (std::abs(lambda) < 1e-9) return std::expm1(psi);
+    return std::pow(std::max(lambda * psi + 1, 1e-300), 1 / lambda) - 1;
+  }
+  const double l2 = 2 - lambda;
+  if (std::abs(l2) < 1e-9) return -std::expm1(-psi);
+  return 1 - std::pow(std::max(1 - l2 * psi, 1e-300), 1 / l2);
+}
+
+namespace {
+
+// Mean and sample standard deviation (1 when degenerate).
+void MeanAndScale(const Eigen::VectorXd& v, double* mean, double* scale) {
+  const int n = static_cast<int>(v.size());
+  *mean = n > 0 ? v.mean() : 0.0;
   double var = 0;
-  if (n > 1) var = (y_raw_.array() - y_offset_).square().sum() / (n - 1);
-  const double tiny = 1e-12 * std::max(1.0, std::abs(y_offset_));
-  y_scale_ = std::sqrt(var) > tiny ? std::sqrt(var) : 1.0;
-  y_ = (y_raw_.array() - y_offset_) / y_scale_;
+  if (n > 1) var = (v.array() - *mean).square().sum() / (n - 1);
+  const double tiny = 1e-12 * std::max(1.0, std::abs(*mean));
+  *scale = std::sqrt(var) > tiny ? std::sqrt(var) : 1.0;
+}
+
+// Yeo-Johnson exponent maximising the Gaussian profile likelihood of the
+// transformed data, on a grid (robust, and cheap for BO-sized data).
+double FitYeoJohnson(const Eigen::VectorXd& z) {
+  const int n = static_cast<int>(z.size());
+  if (n < 3) return 1.0;
+  double jacobian_base = 0;
+  for (int i = 0; i < n; ++i) {
+    jacobian_base += (z[i] >= 0 ? 1 : -1) * std::log1p(std::abs(z[i]));
+  }
+  double best_lambda = 1.0, best_ll = -std::numeric_limits<double>::infinity();
+  Eigen::VectorXd psi(n);
+  for (int step = 0; step <= 80; ++step) {
+    const double lambda = -1.0 + 0.05 * step;
+    for (int i = 0; i < n; ++i) psi[i] = YeoJohnson(z[i], lambda);
+    const double var = (psi.array() - psi.mean()).square().mean();
+    if (!(var > 0) || !std::isfinite(var)) continue;
+    const double ll = -0.5 * n * std::log(var) + (lambda - 1) * jacobian_base;
+    if (ll > best_ll) best_ll = ll, best_lambda = lambda;
+  }
+  return best_lambda;
+}
+
+}  // namespace
+
+void GaussianProcess::Restandardize(bool refit_warp) {
+  MeanAndScale(y_raw_, &y_offset_, &y_scale_);
+  Eigen::VectorXd z = (y_raw_.array() - y_offset_) / y_scale_;
+  if (settings_.warp_outputs) {
+    if (refit_warp) warp_lambda_ = FitYeoJohnson(z);
+    for (int i = 0; i < z.size(); ++i) z[i] = YeoJohnson(z[i], warp_lambda_);
+  }
+  MeanAndScale(z, &warp_offset_, &warp_scale_);
+  y_ = (z.array() - warp_offset_) / warp_scale_;
+}
+
+double GaussianProcess::ToModelUnits(double raw) const {
+  double z = (raw - y_offset_) / y_scale_;
+  if (settings_.warp_outputs) z = YeoJohnson(z, warp_lambda_);
+  return (z - warp_offset_) / warp_scale_;
+}
+
+double GaussianProcess::FromModelUnits(double model) const {
+  double z = warp_offset_ + warp_scale_ * model;
+  if (settings_.warp_outputs) z = InverseYeoJohnson(z, warp_lambda_);
+  return y_offset_ + y_scale_ * z;
 }
 
 void GaussianProcess::Refactorize() {
@@ -194,7 +263,7 @@ void GaussianProcess::AddPoint(const Eigen::VectorXd& x, double y) {
   x_.col(n) = x;
   y_raw_.conservativeResize(n + 1);
   y_raw_[n] = y;
-  Restandardize();
+  Restandardize(/*refit_warp=*/false);
 
   Eigen::VectorXd kx(n);
   for (int i = 0; i < n; ++i) kx[i] = Kernel(h_, x_.col(i).data(), x.data());
@@ -379,9 +448,14 @@ void GaussianProcess::PredictStandardized(const Eigen::VectorXd& x,
 
 void GaussianProcess::Predict(const Eigen::VectorXd& x, double* mean,
                               double* var) const {
-  PredictStandardized(x, mean, var);
-  *mean = y_offset_ + y_scale_ * *mean;
-  *var *= y_scale_ * y_scale_;
+  double m, v;
+  PredictStandardized(x, &m, &v);
+  *mean = FromModelUnits(m);
+  // Delta method through the (monotone) output transform.
+  const double h = 1e-4;
+  const double slope =
+      (FromModelUnits(m + h) - FromModelUnits(m - h)) / (2 * h);
+  *var = v * slope * slope;
 }
 
 }  // namespace hvdtune::tuner

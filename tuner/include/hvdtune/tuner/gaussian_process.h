@@ -14,6 +14,10 @@ struct GpSettings {
   bool ard = true;
   /// Weak log-normal priors on the hyperparameters (MAP instead of ML-II).
   bool use_priors = true;
+  /// Yeo-Johnson power transform of the standardised outputs (exponent by
+  /// maximum likelihood at each refit) before the final standardisation:
+  /// tames skewed scores such as a few very poor configurations.
+  bool warp_outputs = true;
   /// Observation-noise variance floor (standardised units): keeps the kernel
   /// matrix well conditioned with duplicate points and flat data.
   double noise_floor = 1e-6;
@@ -98,12 +102,16 @@ class GaussianProcess {
   void PredictStandardized(const Eigen::VectorXd& x, double* mean, double* var,
                            Eigen::VectorXd* dmean = nullptr,
                            Eigen::VectorXd* dvar = nullptr) const;
-  /// Posterior mean and variance of the latent function in output units.
+  /// Posterior mean and variance of the latent function in output units
+  /// (through the inverse output transform; variance by the delta method).
   void Predict(const Eigen::VectorXd& x, double* mean, double* var) const;
 
-  /// Output standardisation: standardised = (raw - offset) / scale.
-  double output_offset() const { return y_offset_; }
-  double output_scale() const { return y_scale_; }
+  /// Maps a raw output to model units (standardise, warp, standardise)
+  /// and back. Monotone increasing.
+  double ToModelUnits(double raw) const;
+  double FromModelUnits(double model) const;
+  /// Yeo-Johnson exponent in use (1 is the identity).
+  double warp_lambda() const { return warp_lambda_; }
   const Eigen::MatrixXd& inputs() const { return x_; }
 
  private:
@@ -118,7 +126,9 @@ class GaussianProcess {
   void PairTerms(const Unpacked& h, const double* a, const double* b,
                  double* m52, double* dfac, double* cat) const;
   double Kernel(const Unpacked& h, const double* a, const double* b) const;
-  void Restandardize();
+  // Recomputes model-unit outputs; the warp exponent is refitted only when
+  // asked (on SetData), so Cholesky updates keep the same transform.
+  void Restandardize(bool refit_warp);
   void Refactorize();
   void UpdateAlpha();
 
@@ -133,8 +143,13 @@ class GaussianProcess {
   Eigen::VectorXd y_raw_;  // raw outputs
   Eigen::VectorXd y_;      // standardised outputs
   double y_offset_ = 0, y_scale_ = 1;
+  double warp_lambda_ = 1, warp_offset_ = 0, warp_scale_ = 1;
   Eigen::MatrixXd chol_;   // lower Cholesky factor of K + noise I
   Eigen::VectorXd alpha_;  // (K + noise I)^-1 (y - mean)
 };
+
+/// Yeo-Johnson power transform and its inverse.
+double YeoJohnson(double z, double lambda);
+double InverseYeoJohnson(double psi, double lambda);
 
 }  // namespace hvdtune::tuner
