@@ -2,9 +2,10 @@
 // style of nccl-tests (size, count, time, algbw, busbw = algbw * 2(n-1)/n).
 //
 // Both run on the same input and output buffers in the same process, and
-// their timed loops alternate (raw first on even repeats, hvdtune first on
-// odd ones) so that both see the same machine noise. Each repeat times
-// `iters` back-to-back synchronous calls; its time is the slowest rank's.
+// their timed loops alternate in a rotating order per size and repeat so that
+// both see the same machine noise. hvdtune's loops each run in a fresh
+// Runtime; raw MPI runs while no Runtime is alive (see Bench::Run). Each repeat
+// times `iters` back-to-back synchronous calls; its time is the slowest rank's.
 // Reported times are medians over repeats; warm-up calls are not timed.
 
 #include <mpi.h>
@@ -36,7 +37,7 @@ struct Options {
   std::int64_t max_bytes = std::int64_t{256} << 20;
   std::int64_t step_factor = 2;
   std::int64_t iters = 0;  // 0: chosen per size
-  std::int64_t warmup = 3;
+  std::int64_t warmup = 2;
   std::int64_t repeats = 5;
   std::string dtype = "float32";
   std::vector<std::string> algorithms = {"native"};
@@ -157,43 +158,26 @@ class Bench {
     }
   }
 
-  void RunAlgorithm(std::size_t algo_index) {
-    const std::string& algorithm = opt_.algorithms[algo_index];
-    Runtime runtime(RuntimeOptions{
-        EnvWithOverrides({{"HVDTUNE_ALLREDUCE_ALGORITHM", algorithm}})});
-    if (runtime.knobs().allreduce_algorithm_name() != algorithm) {
-      throw std::runtime_error("runtime did not select algorithm " + algorithm);
-    }
+  // For every size and repeat, times raw MPI and each algorithm in a
+  // rotating order. Each algorithm's loop gets a fresh Runtime and raw MPI
+  // runs with none alive: an idle runtime's cycle thread negotiates every
+  // cycle, which would slow down raw MPI calls sharing the cores.
+  void Run() {
+    const std::size_t phases = opt_.algorithms.size() + 1;  // 0 = mpi_raw
     for (Measurement& m : sizes_) {
-      const std::vector<std::int64_t> shape = {m.count};
-      const std::string name = "allreduce_bench." + std::to_string(m.bytes);
-      const auto raw = [&] {
-        MPI_Allreduce(input_.get(), output_.get(), static_cast<int>(m.count),
-                      mpi_type_, MPI_SUM, MPI_COMM_WORLD);
-      };
-      const auto hvd = [&] {
-        WaitOk(runtime.Allreduce(name, input_.get(), output_.get(), shape,
-                                 dtype_, ReduceOp::kSum),
-               name);
-      };
-      Verify(m, raw, "mpi_raw");
-      Verify(m, hvd, algorithm);
-      for (std::int64_t i = 0; i < opt_.warmup; ++i) {
-        raw();
-        hvd();
-      }
       const std::int64_t iters = ItersFor(opt_, m.bytes);
       for (std::int64_t r = 0; r < opt_.repeats; ++r) {
-        if (r % 2 == 0) {
-          m.raw_seconds.push_back(TimeLoop(iters, raw));
-          m.hvd_seconds[algo_index].push_back(TimeLoop(iters, hvd));
-        } else {
-          m.hvd_seconds[algo_index].push_back(TimeLoop(iters, hvd));
-          m.raw_seconds.push_back(TimeLoop(iters, raw));
+        for (std::size_t k = 0; k < phases; ++k) {
+          const std::size_t phase = (k + static_cast<std::size_t>(r)) % phases;
+          if (phase == 0) {
+            m.raw_seconds.push_back(TimeRaw(m, iters, r == 0));
+          } else {
+            m.hvd_seconds[phase - 1].push_back(
+                TimeHvdtune(m, opt_.algorithms[phase - 1], iters, r == 0));
+          }
         }
       }
     }
-    runtime.Shutdown();
   }
 
   void Print() const {
@@ -212,6 +196,42 @@ class Bench {
 
   static std::size_t Round(std::size_t bytes) {
     return std::max<std::size_t>((bytes + 4095) / 4096 * 4096, 4096);
+  }
+
+  double TimeRaw(const Measurement& m, std::int64_t iters, bool verify) {
+    const auto raw = [&] {
+      MPI_Allreduce(input_.get(), output_.get(), static_cast<int>(m.count),
+                    mpi_type_, MPI_SUM, MPI_COMM_WORLD);
+    };
+    if (verify) Verify(m, raw, "mpi_raw");
+    for (std::int64_t i = 0; i < opt_.warmup; ++i) raw();
+    return TimeLoop(iters, raw);
+  }
+
+  double TimeHvdtune(const Measurement& m, const std::string& algorithm,
+                     std::int64_t iters, bool verify) {
+    Runtime runtime(RuntimeOptions{
+        EnvWithOverrides({{"HVDTUNE_ALLREDUCE_ALGORITHM", algorithm}})});
+    if (runtime.knobs().allreduce_algorithm_name() != algorithm) {
+      throw std::runtime_error("runtime did not select algorithm " + algorithm);
+    }
+    const std::vector<std::int64_t> shape = {m.count};
+    const std::string name = IndexedName("allreduce_bench.", m.bytes);
+    const auto hvd = [&] {
+      WaitOk(runtime.Allreduce(name, input_.get(), output_.get(), shape, dtype_,
+                               ReduceOp::kSum),
+             name);
+    };
+    // The first call also fills the response cache; at least one untimed.
+    if (verify) {
+      Verify(m, hvd, algorithm);
+    } else {
+      hvd();
+    }
+    for (std::int64_t i = 1; i < opt_.warmup; ++i) hvd();
+    const double seconds = TimeLoop(iters, hvd);
+    runtime.Shutdown();
+    return seconds;
   }
 
   // One checked call of `op` on a zeroed output: a benchmark of a wrong
@@ -321,8 +341,8 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                "multiply the size by this between rows");
   flags.AddInt("iters", &opt.iters, 0, 1000000,
                "calls per timed loop; 0 = ~64 MiB per loop, 3..100");
-  flags.AddInt("warmup", &opt.warmup, 0, 1000000,
-               "untimed calls per size and implementation");
+  flags.AddInt("warmup", &opt.warmup, 1, 1000000,
+               "untimed calls before every timed loop");
   flags.AddInt("repeats", &opt.repeats, 1, 100000,
                "timed loops per size and implementation (median reported)");
   flags.AddString("dtype", &opt.dtype,
@@ -358,9 +378,7 @@ int Main(MpiSession& mpi, int argc, char** argv) {
   CheckAlgorithms("--algorithms", opt.algorithms);
 
   Bench bench(opt, *dtype, mpi.rank(), mpi.size());
-  for (std::size_t a = 0; a < opt.algorithms.size(); ++a) {
-    bench.RunAlgorithm(a);
-  }
+  bench.Run();
   bench.Print();
   return 0;
 }

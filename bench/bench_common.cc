@@ -314,6 +314,14 @@ double MaxAcrossRanks(double local) {
   return global;
 }
 
+double MeanAcrossRanks(double local) {
+  double sum = 0;
+  int size = 1;
+  MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return sum / size;
+}
+
 double TimeLoop(std::int64_t iters, const std::function<void()>& op) {
   MPI_Barrier(MPI_COMM_WORLD);
   const double start = NowSeconds();
@@ -365,6 +373,12 @@ void CheckAlgorithms(std::string_view flag,
       throw UsageError(msg.str());
     }
   }
+}
+
+std::string IndexedName(std::string_view prefix, std::int64_t index) {
+  std::string name(prefix);
+  name += std::to_string(index);
+  return name;
 }
 
 void JsonRow::Key(std::string_view key) {

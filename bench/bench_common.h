@@ -103,6 +103,8 @@ int RunBenchMain(int argc, char** argv, std::string_view program,
 double NowSeconds();
 /// Largest value of `local` over the ranks of MPI_COMM_WORLD.
 double MaxAcrossRanks(double local);
+/// Mean of `local` over the ranks of MPI_COMM_WORLD.
+double MeanAcrossRanks(double local);
 /// Runs `op` `iters` times between a barrier and the clock; returns the
 /// slowest rank's seconds per call (what a synchronous job would see).
 double TimeLoop(std::int64_t iters, const std::function<void()>& op);
@@ -119,6 +121,10 @@ EnvLookup EnvWithOverrides(std::map<std::string, std::string> overrides);
 /// allreduce algorithm knob.
 void CheckAlgorithms(std::string_view flag,
                      const std::vector<std::string>& algorithms);
+
+/// `prefix` followed by `index` ("t17"). Appends rather than using
+/// operator+, which trips GCC 12's false -Wrestrict (PR 105329) at -O2.
+std::string IndexedName(std::string_view prefix, std::int64_t index);
 
 /// Builds one line of JSON from key/value pairs in insertion order.
 class JsonRow {

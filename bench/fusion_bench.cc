@@ -77,7 +77,7 @@ std::vector<TensorSpec> LoadWorkload(const Options& opt,
   std::vector<TensorSpec> tensors;
   if (workload == kManySmall) {
     for (int i = 0; i < kManySmallTensors; ++i) {
-      tensors.push_back({"t" + std::to_string(i), kManySmallElements});
+      tensors.push_back({IndexedName("t", i), kManySmallElements});
     }
   } else {
     const std::filesystem::path path =
@@ -110,7 +110,8 @@ double TimeMode(const Options& opt, GradientSet& set, Mode mode, Result& result,
     return TimeLoop(opt.steps, [&] { set.RawAllreduce(); });
   }
   std::map<std::string, std::string> overrides;
-  if (mode == Mode::kUnfused) overrides["HOROVOD_FUSION_THRESHOLD"] = "0";
+  if (mode == Mode::kUnfused)
+    overrides.emplace("HOROVOD_FUSION_THRESHOLD", "0");
   Runtime runtime(RuntimeOptions{EnvWithOverrides(std::move(overrides))});
   if (mode == Mode::kFused) {
     result.fusion_threshold = runtime.knobs().fusion_threshold_bytes();
