@@ -399,6 +399,7 @@ void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   knobs_ = next;
   knob_version_ = version;
+  stats_.knob_update_cycle = stats_.cycles + 1;
 }
 
 void RuntimeImpl::Finish(TensorEntry& e, Status s) {

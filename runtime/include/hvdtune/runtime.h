@@ -66,6 +66,9 @@ struct RuntimeStats {
   std::uint64_t collective_calls = 0;
   std::uint64_t bytes_allreduced = 0;
   std::uint64_t knob_version = 0;
+  /// Cycle number at which the knob values in force were applied (cycles
+  /// run in lockstep, so this is the same on every rank).
+  std::uint64_t knob_update_cycle = 0;
 };
 
 /// Owns all state of one initialisation: MPI communicators, the background

@@ -1,0 +1,133 @@
+#include "hvdtune/knobs.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "hvdtune/status.h"
+#include "runtime_impl.h"
+#include "test_env.h"
+
+namespace hvdtune {
+namespace {
+
+using testing_util::MapEnv;
+
+std::string ConfigErrorOf(std::map<std::string, std::string> vars) {
+  try {
+    internal::ParseRuntimeSettings(MapEnv(std::move(vars)));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(KnobTable, IdsNamesAndEnvAreUniqueAndDefaultsInRange) {
+  std::set<std::string_view> names, envs;
+  for (int i = 0; i < kNumKnobs; ++i) {
+    const KnobSpec& spec = KnobTable()[i];
+    EXPECT_EQ(static_cast<int>(spec.id), i);
+    EXPECT_TRUE(names.insert(spec.name).second) << spec.name;
+    EXPECT_TRUE(envs.insert(spec.env).second) << spec.env;
+    EXPECT_GE(spec.default_value, spec.min_value) << spec.name;
+    EXPECT_LE(spec.default_value, spec.max_value) << spec.name;
+    EXPECT_GE(spec.tune_min, spec.min_value) << spec.name;
+    EXPECT_LE(spec.tune_max, spec.max_value) << spec.name;
+    EXPECT_LE(spec.tune_min, spec.tune_max) << spec.name;
+    EXPECT_FALSE(spec.description.empty()) << spec.name;
+    EXPECT_EQ(FindKnob(spec.name), spec.id);
+    if (spec.scale == KnobScale::kLog) {
+      EXPECT_GT(spec.tune_min, 0);
+    }
+  }
+  EXPECT_EQ(FindKnob("no_such_knob"), std::nullopt);
+}
+
+TEST(KnobTable, HorovodDefaults) {
+  const KnobSettings d;
+  EXPECT_EQ(d.fusion_threshold_bytes(), 128 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(d.cycle_time_ms(), 1.0);
+  EXPECT_EQ(d.cache_capacity(), 1024);
+  EXPECT_EQ(d.allreduce_algorithm_name(), "native");
+  EXPECT_EQ(d.ToString(),
+            "fusion_threshold=134217728 cycle_time=1 cache_capacity=1024 "
+            "allreduce_algorithm=native");
+}
+
+TEST(KnobParsing, UnsetVariablesKeepDefaultsAndStayTunable) {
+  const KnobConfig c = ParseKnobsFromEnv(MapEnv({}));
+  EXPECT_EQ(c.values, KnobSettings());
+  for (bool p : c.pinned) EXPECT_FALSE(p);
+}
+
+TEST(KnobParsing, SetVariablesArePinned) {
+  const KnobConfig c = ParseKnobsFromEnv(MapEnv({
+      {"HOROVOD_FUSION_THRESHOLD", "0"},
+      {"HOROVOD_CYCLE_TIME", "2.5"},
+      {"HVDTUNE_ALLREDUCE_ALGORITHM", "native"},
+  }));
+  EXPECT_EQ(c.values.fusion_threshold_bytes(), 0);
+  EXPECT_DOUBLE_EQ(c.values.cycle_time_ms(), 2.5);
+  EXPECT_TRUE(c.pinned[static_cast<int>(KnobId::kFusionThreshold)]);
+  EXPECT_TRUE(c.pinned[static_cast<int>(KnobId::kCycleTime)]);
+  EXPECT_TRUE(c.pinned[static_cast<int>(KnobId::kAllreduceAlgorithm)]);
+  EXPECT_FALSE(c.pinned[static_cast<int>(KnobId::kCacheCapacity)]);
+}
+
+TEST(KnobParsing, BadValuesNameVariableValueAndWhatIsAllowed) {
+  struct Case {
+    const char* var;
+    const char* value;
+    const char* allowed;
+  };
+  const Case cases[] = {
+      {"HOROVOD_FUSION_THRESHOLD", "abc", "an integer from 0 to"},
+      {"HOROVOD_FUSION_THRESHOLD", "-5", "an integer from 0 to"},
+      {"HOROVOD_FUSION_THRESHOLD", "1e99", "an integer from 0 to"},
+      {"HOROVOD_FUSION_THRESHOLD", "12abc", "an integer"},
+      {"HOROVOD_FUSION_THRESHOLD", "", "an integer"},
+      {"HOROVOD_FUSION_THRESHOLD", "99999999999999999999999", "an integer"},
+      {"HOROVOD_CYCLE_TIME", "0", "greater than 0"},
+      {"HOROVOD_CYCLE_TIME", "-1", "greater than 0"},
+      {"HOROVOD_CYCLE_TIME", "1e99", "greater than 0"},
+      {"HOROVOD_CYCLE_TIME", "nan", "greater than 0"},
+      {"HOROVOD_CYCLE_TIME", "fast", "greater than 0"},
+      {"HOROVOD_CACHE_CAPACITY", "-1", "an integer from 0"},
+      {"HVDTUNE_ALLREDUCE_ALGORITHM", "butterfly", "one of: native"},
+      {"HVDTUNE_RANKS_PER_NODE", "0", "an integer from 1"},
+  };
+  for (const Case& c : cases) {
+    const std::string msg = ConfigErrorOf({{c.var, c.value}});
+    EXPECT_NE(msg.find(c.var), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::string("'") + c.value + "'"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find(c.allowed), std::string::npos) << msg;
+  }
+}
+
+TEST(KnobParsing, AcceptsSurroundingBlanksAndFractionalCycleTime) {
+  const KnobConfig c = ParseKnobsFromEnv(MapEnv({
+      {"HOROVOD_FUSION_THRESHOLD", " 67108864 "},
+      {"HOROVOD_CYCLE_TIME", "0.25"},
+  }));
+  EXPECT_EQ(c.values.fusion_threshold_bytes(), 64 << 20);
+  EXPECT_DOUBLE_EQ(c.values.cycle_time_ms(), 0.25);
+}
+
+TEST(KnobParsing, BoolSetting) {
+  EXPECT_TRUE(ParseBoolSetting("X", "1"));
+  EXPECT_TRUE(ParseBoolSetting("X", "true"));
+  EXPECT_FALSE(ParseBoolSetting("X", "0"));
+  EXPECT_THROW(ParseBoolSetting("X", "yes please"), ConfigError);
+}
+
+TEST(KnobSettings, FormatValue) {
+  KnobSettings s;
+  s.Set(KnobId::kCycleTime, 0.5);
+  EXPECT_EQ(s.FormatValue(KnobId::kCycleTime), "0.5");
+  EXPECT_EQ(s.FormatValue(KnobId::kFusionThreshold), "134217728");
+  EXPECT_EQ(s.FormatValue(KnobId::kAllreduceAlgorithm), "native");
+}
+
+}  // namespace
+}  // namespace hvdtune

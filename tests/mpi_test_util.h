@@ -1,0 +1,189 @@
+// Helpers shared by the multi-rank suites.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "hvdtune/half.h"
+#include "hvdtune/runtime.h"
+
+namespace hvdtune::testing_util {
+
+inline int WorldRank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+inline int WorldSize() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+/// One runtime for the suites that need no special configuration; shut
+/// down by the environment before MPI_Finalize.
+Runtime& SharedRuntime();
+void ShutdownSharedRuntime();
+
+/// Element i of rank r's input: small values whose sums are exact in every
+/// dtype (multiples of 1/4 below 64 for floats, small integers otherwise).
+inline double InputValue(DataType dt, int rank, std::int64_t i) {
+  switch (dt) {
+    case DataType::kUInt8:
+      return static_cast<double>((i * 7 + rank * 13) % 11);
+    case DataType::kInt32:
+    case DataType::kInt64:
+      return static_cast<double>((i * 7 + rank * 13) % 23 - 11);
+    default:
+      return static_cast<double>((i * 31 + rank * 17) % 97 - 48) * 0.25;
+  }
+}
+
+inline void Store(DataType dt, void* buf, std::int64_t i, double v) {
+  switch (dt) {
+    case DataType::kUInt8:
+      static_cast<std::uint8_t*>(buf)[i] = static_cast<std::uint8_t>(v);
+      break;
+    case DataType::kInt32:
+      static_cast<std::int32_t*>(buf)[i] = static_cast<std::int32_t>(v);
+      break;
+    case DataType::kInt64:
+      static_cast<std::int64_t*>(buf)[i] = static_cast<std::int64_t>(v);
+      break;
+    case DataType::kFloat16:
+      static_cast<std::uint16_t*>(buf)[i] = FloatToHalf(static_cast<float>(v));
+      break;
+    case DataType::kBFloat16:
+      static_cast<std::uint16_t*>(buf)[i] =
+          FloatToBFloat16(static_cast<float>(v));
+      break;
+    case DataType::kFloat32:
+      static_cast<float*>(buf)[i] = static_cast<float>(v);
+      break;
+    case DataType::kFloat64:
+      static_cast<double*>(buf)[i] = v;
+      break;
+  }
+}
+
+inline double Load(DataType dt, const void* buf, std::int64_t i) {
+  switch (dt) {
+    case DataType::kUInt8:
+      return static_cast<const std::uint8_t*>(buf)[i];
+    case DataType::kInt32:
+      return static_cast<const std::int32_t*>(buf)[i];
+    case DataType::kInt64:
+      return static_cast<double>(static_cast<const std::int64_t*>(buf)[i]);
+    case DataType::kFloat16:
+      return HalfToFloat(static_cast<const std::uint16_t*>(buf)[i]);
+    case DataType::kBFloat16:
+      return BFloat16ToFloat(static_cast<const std::uint16_t*>(buf)[i]);
+    case DataType::kFloat32:
+      return static_cast<const float*>(buf)[i];
+    case DataType::kFloat64:
+      return static_cast<const double*>(buf)[i];
+  }
+  return 0;
+}
+
+inline bool IsInteger(DataType dt) {
+  return dt == DataType::kUInt8 || dt == DataType::kInt32 ||
+         dt == DataType::kInt64;
+}
+
+/// The expected allreduce of element i over `size` ranks.
+inline double Reference(DataType dt, ReduceOp op, int size, std::int64_t i) {
+  double acc = InputValue(dt, 0, i);
+  for (int r = 1; r < size; ++r) {
+    const double v = InputValue(dt, r, i);
+    if (op == ReduceOp::kMin) {
+      acc = std::min(acc, v);
+    } else if (op == ReduceOp::kMax) {
+      acc = std::max(acc, v);
+    } else {
+      acc += v;
+    }
+  }
+  if (op == ReduceOp::kAverage) {
+    acc = IsInteger(dt) ? std::trunc(acc / size) : acc / size;
+  }
+  return acc;
+}
+
+/// Relative tolerance of an average in `dt` (the sums are exact).
+inline double AverageTolerance(DataType dt) {
+  switch (dt) {
+    case DataType::kFloat16:
+      return std::ldexp(1.0, -10);
+    case DataType::kBFloat16:
+      return std::ldexp(1.0, -7);
+    case DataType::kFloat32:
+      return std::ldexp(1.0, -23);
+    default:
+      return 0;
+  }
+}
+
+/// Fills `count` elements with rank `rank`'s input.
+inline void FillInput(DataType dt, void* buf, std::int64_t count, int rank) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    Store(dt, buf, i, InputValue(dt, rank, i));
+  }
+}
+
+/// Counts elements differing from the reference; reports the first few.
+inline std::int64_t CountWrong(DataType dt, ReduceOp op, int size,
+                               const void* out, std::int64_t count) {
+  std::int64_t wrong = 0;
+  const double tol = op == ReduceOp::kAverage ? AverageTolerance(dt) : 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const double want = Reference(dt, op, size, i);
+    const double got = Load(dt, out, i);
+    if (std::fabs(got - want) > tol * std::fabs(want)) {
+      if (wrong < 3) {
+        ADD_FAILURE() << DataTypeName(dt) << " " << ReduceOpName(op)
+                      << " element " << i << ": got " << got << ", want "
+                      << want;
+      }
+      ++wrong;
+    }
+  }
+  return wrong;
+}
+
+/// True when every rank holds exactly the same bytes.
+inline bool SameOnAllRanks(const void* data, std::size_t bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* p = static_cast<const std::uint8_t*>(data);
+  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(WorldSize()));
+  MPI_Allgather(&h, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T,
+                MPI_COMM_WORLD);
+  for (std::uint64_t x : all) {
+    if (x != all[0]) return false;
+  }
+  return true;
+}
+
+/// Waits (bounded) until `pred` holds.
+template <typename Pred>
+bool WaitFor(Pred pred, double seconds = 30) {
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+}  // namespace hvdtune::testing_util
