@@ -11,8 +11,9 @@ constexpr double kHalfLog2Pi = 0.91893853320467274178;      // log(2 pi) / 2
 constexpr double kHalfLogPiOver2 = 0.22579135264472743236;  // log(pi / 2) / 2
 constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrtPi = 0.56418958354775628695;
-const double kAsymptoticZ =
-    -1.0 / std::sqrt(std::numeric_limits<double>::epsilon());
+// Below this, 1 + zR (~1/z^2) is evaluated by its asymptotic series instead
+// of by cancellation; the series' truncation error there is below 1e-16.
+constexpr double kAsymptoticZ = -100.0;
 
 // log(1 - exp(a)) for a < 0, accurate on both sides of -log 2.
 double Log1mExp(double a) {
@@ -52,8 +53,14 @@ double LogH(double z, double* dlogh_dz) {
     if (dlogh_dz) *dlogh_dz = std::exp(log_r - log_tail);  // R / (1 + zR)
     return -0.5 * z * z - kHalfLog2Pi + log_tail;
   }
-  if (dlogh_dz) *dlogh_dz = -z - 2.0 / z;
-  return -0.5 * z * z - kHalfLog2Pi - 2.0 * std::log(-z);
+  // 1 + zR = z^-2 S, S = 1 - 3/z^2 + 15/z^4 - 105/z^6 + 945/z^8.
+  const double w = 1.0 / (z * z);
+  const double series = 1 + w * (-3 + w * (15 + w * (-105 + w * 945)));
+  if (dlogh_dz) {
+    const double dseries = (w / z) * (6 + w * (-60 + w * (630 - w * 7560)));
+    *dlogh_dz = -z - 2.0 / z + dseries / series;
+  }
+  return -0.5 * z * z - kHalfLog2Pi - 2.0 * std::log(-z) + std::log(series);
 }
 
 double EvaluateAcquisition(const GaussianProcess& gp,

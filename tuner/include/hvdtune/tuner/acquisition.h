@@ -25,9 +25,10 @@ struct AcquisitionSettings {
 };
 
 /// log h(z) with h(z) = phi(z) + z Phi(z), so EI = sigma * h(z). Accurate for
-/// any finite z: direct for z > -1, erfcx with log1mexp down to
-/// -1/sqrt(eps), the asymptotic -z^2/2 - log(2 pi)/2 - 2 log|z| below
-/// (Ament et al., "Unexpected improvements to expected improvement", 2023).
+/// any finite z: direct for z > -1, erfcx with log1mexp down to z = -100
+/// (as in Ament et al., "Unexpected improvements to expected improvement",
+/// 2023), and below that the asymptotic expansion
+/// -z^2/2 - log(2 pi)/2 - 2 log|z| + log(1 - 3/z^2 + 15/z^4 - ...).
 /// When `dlogh_dz` is non-null it receives d log h / dz.
 double LogH(double z, double* dlogh_dz = nullptr);
 

@@ -1,0 +1,215 @@
+#include "hvdtune/tuner/bayes_optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "test_functions.h"
+
+namespace hvdtune::tuner {
+namespace {
+
+namespace tt = testing;
+
+BayesOptSettings Settings(std::uint64_t seed) {
+  BayesOptSettings s;
+  s.seed = seed;
+  s.initial_design_size = 4;
+  return s;
+}
+
+// Runs `budget` rounds on a minimisation objective (the optimizer maximises
+// -f, times 1 +- noise) and returns the noiseless regret of Best().
+template <typename F>
+double RunRegret(const SearchSpace& space, F f, double optimum,
+                 std::uint64_t seed, int budget, double noise = 0) {
+  BayesianOptimizer opt(space, Settings(seed));
+  std::mt19937_64 rng(seed + 17);
+  std::uniform_real_distribution<double> u(1 - noise, 1 + noise);
+  for (int i = 0; i < budget; ++i) {
+    const Config c = opt.Suggest();
+    EXPECT_TRUE(space.IsValid(c));
+    opt.Observe(c, -f(c) * (noise > 0 ? u(rng) : 1.0));
+  }
+  return std::abs(f(opt.Best()->config) - optimum) / std::abs(optimum);
+}
+
+// Four categories with different peaks and offsets; the best is category 2
+// at (0.8, 0.3) with value 1.
+double Mixed(const Config& c) {
+  static constexpr double kOffset[4] = {0.0, 0.6, 1.0, 0.75};
+  static constexpr double kCentre[4] = {0.2, 0.5, 0.8, 0.4};
+  const int k = static_cast<int>(c[2]);
+  const double dx = c[0] - kCentre[k], dy = c[1] - 0.3;
+  return -(kOffset[k] - 4 * dx * dx - 3 * dy * dy);  // minimised
+}
+
+SearchSpace MixedSpace() {
+  return SearchSpace({Dimension::Continuous("x", 0, 1),
+                      Dimension::Continuous("y", 0, 1),
+                      Dimension::Categorical("k", 4)});
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+TEST(BayesianOptimizerTest, SameSeedSameSuggestions) {
+  auto run = [](std::uint64_t seed) {
+    BayesianOptimizer opt(MixedSpace(), Settings(seed));
+    std::vector<Config> out;
+    for (int i = 0; i < 14; ++i) {
+      out.push_back(opt.Suggest());
+      opt.Observe(out.back(), -Mixed(out.back()));
+    }
+    return out;
+  };
+  EXPECT_EQ(run(5), run(5));
+  EXPECT_NE(run(5), run(6));
+}
+
+TEST(BayesianOptimizerTest, ReachesBraninOptimum) {
+  std::vector<double> regrets;
+  for (std::uint64_t seed : {1, 2, 3}) {
+    regrets.push_back(RunRegret(tt::Branin::Space(), tt::Branin::Value,
+                                tt::Branin::kOptimum, seed, 40));
+  }
+  EXPECT_LT(Median(regrets), 0.01);
+}
+
+TEST(BayesianOptimizerTest, ReachesMixedCategoricalContinuousOptimum) {
+  std::vector<double> regrets;
+  for (std::uint64_t seed : {1, 2, 3}) {
+    regrets.push_back(RunRegret(MixedSpace(), Mixed, -1.0, seed, 30));
+  }
+  EXPECT_LT(Median(regrets), 0.02);
+}
+
+TEST(BayesianOptimizerTest, ConvergesUnderMultiplicativeNoise) {
+  std::vector<double> regrets;
+  for (std::uint64_t seed : {1, 2, 3}) {
+    regrets.push_back(RunRegret(
+        tt::CollectiveThroughput::Space(), tt::CollectiveThroughput::Value,
+        tt::CollectiveThroughput::OptimumValue(), seed, 40, 0.05));
+  }
+  EXPECT_LT(Median(regrets), 0.06);
+}
+
+TEST(BayesianOptimizerTest, PinnedKnobsNeverChange) {
+  const SearchSpace space(
+      {Dimension::Continuous("fusion", 1 << 20, 256 << 20, true),
+       Dimension::Continuous("cycle", 0.1, 50, true).Pinned(3.5),
+       Dimension::Categorical("algorithm", 3),
+       Dimension::Categorical("cache", 2).Pinned(0),
+       Dimension::Integer("groups", 1, 8)});
+  BayesianOptimizer opt(space, Settings(3));
+  opt.SeedDesign({{1 << 22, 10.0, 1, 1, 2.6}});  // pinned values get overridden
+  for (int i = 0; i < 25; ++i) {
+    const Config c = opt.Suggest();
+    ASSERT_TRUE(space.IsValid(c));
+    EXPECT_EQ(c[1], 3.5);
+    EXPECT_EQ(c[3], 0.0);
+    EXPECT_EQ(c[4], std::round(c[4]));
+    opt.Observe(c, std::log(c[0]) - std::abs(c[4] - 5) + c[2]);
+  }
+  EXPECT_EQ(opt.Best()->config[1], 3.5);
+}
+
+TEST(BayesianOptimizerTest, RestoredStateSuggestsTheSameNextPoints) {
+  BayesianOptimizer original(MixedSpace(), Settings(9));
+  // 23 observations: past the every-round refit phase, so the restored
+  // model must replay Cholesky updates on top of the last refit.
+  for (int i = 0; i < 23; ++i) {
+    const Config c = original.Suggest();
+    original.Observe(c, -Mixed(c));
+  }
+  BayesianOptimizer restored =
+      BayesianOptimizer::Deserialize(original.Serialize());
+  EXPECT_EQ(restored.ToJson(), original.ToJson());
+  for (int i = 0; i < 6; ++i) {
+    const Config a = original.Suggest(), b = restored.Suggest();
+    ASSERT_EQ(a, b) << "round " << i;
+    original.Observe(a, -Mixed(a));
+    restored.Observe(b, -Mixed(b));
+  }
+  EXPECT_EQ(restored.Best()->config, original.Best()->config);
+}
+
+TEST(BayesianOptimizerTest, RestoresMidDesignAndRejectsGarbage) {
+  BayesianOptimizer original(MixedSpace(), Settings(4));
+  original.Observe(original.Suggest(), 1.0);  // 3 design points still queued
+  BayesianOptimizer restored = BayesianOptimizer::FromJson(original.ToJson());
+  for (int i = 0; i < 5; ++i) {
+    const Config a = original.Suggest(), b = restored.Suggest();
+    ASSERT_EQ(a, b);
+    original.Observe(a, -Mixed(a));
+    restored.Observe(b, -Mixed(b));
+  }
+  EXPECT_THROW(BayesianOptimizer::FromJson("{\"format\":1}"),
+               std::invalid_argument);
+  EXPECT_THROW(BayesianOptimizer::FromJson("not json"), std::invalid_argument);
+}
+
+TEST(BayesianOptimizerTest, FlatAndDuplicateObservationsStayFinite) {
+  BayesianOptimizer opt(MixedSpace(), Settings(1));
+  const Config same = {0.5, 0.5, 1};
+  for (int i = 0; i < 8; ++i) opt.Observe(same, 3.0);
+  for (int i = 0; i < 6; ++i) {
+    const Config c = opt.Suggest();
+    ASSERT_TRUE(MixedSpace().IsValid(c));
+    opt.Observe(c, 3.0);  // flat
+  }
+  opt.Observe(same, 2.0);  // conflicting duplicate
+  const Config c = opt.Suggest();
+  EXPECT_TRUE(MixedSpace().IsValid(c));
+  EXPECT_TRUE(opt.model().hyperparameters().allFinite());
+  ASSERT_TRUE(opt.Best().has_value());
+}
+
+TEST(BayesianOptimizerTest, SeededPointsComeFirstThenDesign) {
+  BayesOptSettings s = Settings(2);
+  s.initial_design_size = 5;
+  BayesianOptimizer opt(MixedSpace(), s);
+  opt.SeedDesign({{0.1, 0.2, 3}, {0.9, 0.9, 0}});
+  EXPECT_EQ(opt.Suggest(), (Config{0.1, 0.2, 3}));
+  EXPECT_EQ(opt.Suggest(), (Config{0.9, 0.9, 0}));
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(MixedSpace().IsValid(opt.Suggest()));
+}
+
+TEST(BayesianOptimizerTest, StopRules) {
+  BayesOptSettings s = Settings(1);
+  s.max_evaluations = 6;
+  BayesianOptimizer budget(MixedSpace(), s);
+  int rounds = 0;
+  while (!budget.ShouldStop()) {
+    const Config c = budget.Suggest();
+    budget.Observe(c, -Mixed(c));
+    ++rounds;
+  }
+  EXPECT_EQ(rounds, 6);
+
+  s = Settings(1);
+  s.stop_ei_threshold = 1e-3;
+  s.stop_patience = 2;
+  BayesianOptimizer converged(MixedSpace(), s);
+  for (rounds = 0; rounds < 60 && !converged.ShouldStop(); ++rounds) {
+    const Config c = converged.Suggest();
+    converged.Observe(c, 1.0 - 1e-6 * c[0]);  // nothing to gain anywhere
+  }
+  EXPECT_TRUE(converged.ShouldStop());
+  EXPECT_LT(rounds, 60);
+}
+
+TEST(BayesianOptimizerTest, RejectsBadObservations) {
+  BayesianOptimizer opt(MixedSpace(), Settings(1));
+  EXPECT_THROW(opt.Observe({0.5, 0.5, 1}, NAN), std::invalid_argument);
+  EXPECT_THROW(opt.Observe({0.5, 0.5}, 1.0), std::invalid_argument);
+  EXPECT_FALSE(opt.Best().has_value());
+}
+
+}  // namespace
+}  // namespace hvdtune::tuner

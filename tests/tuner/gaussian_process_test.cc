@@ -1,0 +1,204 @@
+#include "hvdtune/tuner/gaussian_process.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace hvdtune::tuner {
+namespace {
+
+double Matern52(double r) {
+  return (1 + std::sqrt(5.0) * r + 5.0 / 3.0 * r * r) *
+         std::exp(-std::sqrt(5.0) * r);
+}
+
+// Random mixed data: 3 continuous coordinates, categorical with 3 and 2.
+void MixedData(int n, std::uint64_t seed, Eigen::MatrixXd* x,
+               Eigen::VectorXd* y) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  x->resize(5, n);
+  y->resize(n);
+  for (int i = 0; i < n; ++i) {
+    for (int d = 0; d < 3; ++d) (*x)(d, i) = u(rng);
+    (*x)(3, i) = static_cast<double>(rng() % 3);
+    (*x)(4, i) = static_cast<double>(rng() % 2);
+    (*y)[i] = std::sin(6 * (*x)(0, i)) + (*x)(1, i) * (*x)(3, i) + 0.1 * u(rng);
+  }
+}
+
+void ExpectGradientMatchesFiniteDifference(const GaussianProcess& gp,
+                                           const Eigen::VectorXd& theta) {
+  Eigen::VectorXd grad;
+  gp.LogMarginalLikelihood(theta, &grad);
+  Eigen::VectorXd pgrad;
+  gp.LogPrior(theta, &pgrad);
+  for (int i = 0; i < theta.size(); ++i) {
+    const double h = 1e-5;
+    Eigen::VectorXd a = theta, b = theta;
+    a[i] += h;
+    b[i] -= h;
+    const double fd = (gp.LogMarginalLikelihood(a, nullptr) -
+                       gp.LogMarginalLikelihood(b, nullptr)) /
+                      (2 * h);
+    EXPECT_NEAR(grad[i], fd, 1e-5 * std::max(1.0, std::abs(fd)))
+        << "parameter " << i;
+    const double pfd =
+        (gp.LogPrior(a, nullptr) - gp.LogPrior(b, nullptr)) / (2 * h);
+    EXPECT_NEAR(pgrad[i], pfd, 1e-6 * std::max(1.0, std::abs(pfd)))
+        << "prior " << i;
+  }
+}
+
+TEST(GaussianProcessTest, MarginalLikelihoodGradientMatchesFiniteDifferences) {
+  Eigen::MatrixXd x;
+  Eigen::VectorXd y;
+  MixedData(25, 3, &x, &y);
+  for (bool ard : {true, false}) {
+    GpSettings settings;
+    settings.ard = ard;
+    GaussianProcess gp(3, {3, 2}, settings);
+    gp.SetData(x, y);
+    std::mt19937_64 rng(11);
+    std::normal_distribution<double> normal(0, 0.5);
+    for (int trial = 0; trial < 3; ++trial) {
+      Eigen::VectorXd theta = gp.DefaultHyperparameters();
+      for (int i = 0; i < theta.size(); ++i) theta[i] += normal(rng);
+      theta[theta.size() - 2] = std::log(1e-2);  // noise well above the floor
+      ExpectGradientMatchesFiniteDifference(gp, theta);
+    }
+  }
+}
+
+TEST(GaussianProcessTest, PosteriorMatchesHandComputation) {
+  GpSettings settings;
+  settings.warp_outputs = false;
+  settings.noise_floor = 1e-9;
+  GaussianProcess gp(1, {}, settings);
+  // log l = log 0.5, s2 = 1, noise = floor + 1e-12, mean 0.
+  Eigen::VectorXd theta(4);
+  theta << std::log(0.5), 0.0, std::log(1e-12), 0.0;
+  gp.SetHyperparameters(theta);
+  Eigen::MatrixXd x(1, 2);
+  x << 0.2, 0.6;
+  Eigen::VectorXd y(2);
+  y << 1.0, 3.0;  // standardised: -1/sqrt2, +1/sqrt2 (offset 2, scale sqrt2)
+  gp.SetData(x, y);
+  const double noise = 1e-9 + 1e-12;
+  const double k12 = Matern52(0.4 / 0.5);
+
+  // Midpoint: by symmetry the standardised mean is 0 (raw 2); variance
+  // 1 - k*^T K^-1 k* with k* = (m, m), K = [[1+s, k12], [k12, 1+s]].
+  double mean, var;
+  Eigen::VectorXd mid(1);
+  mid << 0.4;
+  gp.Predict(mid, &mean, &var);
+  const double m = Matern52(0.2 / 0.5);
+  const double std_var = 1 - 2 * m * m / (1 + noise + k12);
+  EXPECT_NEAR(mean, 2.0, 1e-9);
+  EXPECT_NEAR(var, std_var * 2.0, 1e-9);  // scale^2 = 2
+
+  // Off-centre point, hand-inverted 2x2 system.
+  Eigen::VectorXd p(1);
+  p << 0.3;
+  const double a = Matern52(0.1 / 0.5), b = Matern52(0.3 / 0.5);
+  const double d = 1 + noise, det = d * d - k12 * k12;
+  const double ys1 = -1 / std::sqrt(2.0), ys2 = 1 / std::sqrt(2.0);
+  const double alpha1 = (d * ys1 - k12 * ys2) / det;
+  const double alpha2 = (-k12 * ys1 + d * ys2) / det;
+  const double mean_std = a * alpha1 + b * alpha2;
+  const double quad = (d * a * a - 2 * k12 * a * b + d * b * b) / det;
+  gp.Predict(p, &mean, &var);
+  EXPECT_NEAR(mean, 2.0 + std::sqrt(2.0) * mean_std, 1e-9);
+  EXPECT_NEAR(var, 2.0 * (1 - quad), 1e-9);
+
+  // At a data point the posterior interpolates the observation.
+  Eigen::VectorXd at(1);
+  at << 0.2;
+  gp.Predict(at, &mean, &var);
+  EXPECT_NEAR(mean, 1.0, 1e-6);
+  EXPECT_LT(var, 1e-6);
+}
+
+TEST(GaussianProcessTest, IncrementalCholeskyMatchesFullFactorisation) {
+  Eigen::MatrixXd x;
+  Eigen::VectorXd y;
+  MixedData(20, 5, &x, &y);
+  GpSettings settings;
+  settings.warp_outputs = false;  // the warp is refitted only by SetData
+  GaussianProcess full(3, {3, 2}, settings), incremental(3, {3, 2}, settings);
+  incremental.SetData(x.leftCols(12), y.head(12));
+  for (int i = 12; i < 20; ++i) incremental.AddPoint(x.col(i), y[i]);
+  full.SetData(x, y);
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int t = 0; t < 10; ++t) {
+    Eigen::VectorXd p(5);
+    p << u(rng), u(rng), u(rng), double(t % 3), double(t % 2);
+    double m1, v1, m2, v2;
+    full.Predict(p, &m1, &v1);
+    incremental.Predict(p, &m2, &v2);
+    EXPECT_NEAR(m1, m2, 1e-9);
+    EXPECT_NEAR(v1, v2, 1e-9);
+  }
+}
+
+TEST(GaussianProcessTest, DuplicatesAndFlatDataStayFinite) {
+  std::mt19937_64 rng(2);
+  Eigen::MatrixXd x(2, 12);
+  Eigen::VectorXd y(12);
+  for (int i = 0; i < 12; ++i) {
+    x(0, i) = 0.5;  // every point identical
+    x(1, i) = 0.25;
+    y[i] = 7.0;  // flat
+  }
+  GaussianProcess gp(2, {});
+  gp.SetData(x, y);
+  gp.FitHyperparameters(rng);
+  EXPECT_TRUE(gp.hyperparameters().allFinite());
+  Eigen::VectorXd p(2);
+  p << 0.1, 0.9;
+  double mean, var;
+  gp.Predict(p, &mean, &var);
+  EXPECT_TRUE(std::isfinite(mean));
+  EXPECT_TRUE(std::isfinite(var));
+  EXPECT_NEAR(mean, 7.0, 1e-6);
+  // Duplicates with different values, and incremental duplicates.
+  for (int i = 0; i < 12; ++i) y[i] = (i % 2) ? 1.0 : 2.0;
+  gp.SetData(x, y);
+  gp.FitHyperparameters(rng);
+  for (int i = 0; i < 5; ++i) gp.AddPoint(x.col(0), 1.5);
+  gp.Predict(x.col(0), &mean, &var);
+  EXPECT_TRUE(std::isfinite(mean));
+  EXPECT_TRUE(std::isfinite(var));
+  EXPECT_GE(var, 0.0);
+}
+
+TEST(GaussianProcessTest, FitRecoversShortLengthScaleForWigglyDimension) {
+  // y depends strongly on x0 and not on x1: ARD should say so.
+  std::mt19937_64 rng(4);
+  std::uniform_real_distribution<double> u(0, 1);
+  Eigen::MatrixXd x(2, 30);
+  Eigen::VectorXd y(30);
+  for (int i = 0; i < 30; ++i) {
+    x(0, i) = u(rng);
+    x(1, i) = u(rng);
+    y[i] = std::sin(8 * x(0, i));
+  }
+  GaussianProcess gp(2, {});
+  gp.SetData(x, y);
+  gp.FitHyperparameters(rng);
+  EXPECT_LT(gp.hyperparameters()[0] + 1.0, gp.hyperparameters()[1]);
+}
+
+TEST(GaussianProcessTest, YeoJohnsonInverts) {
+  for (double lambda : {-1.0, 0.0, 0.5, 1.0, 2.0, 3.0}) {
+    for (double z : {-3.0, -0.5, 0.0, 0.7, 4.0}) {
+      EXPECT_NEAR(InverseYeoJohnson(YeoJohnson(z, lambda), lambda), z, 1e-9);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hvdtune::tuner
