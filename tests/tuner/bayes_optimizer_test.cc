@@ -90,13 +90,14 @@ TEST(BayesianOptimizerTest, ReachesMixedCategoricalContinuousOptimum) {
 }
 
 TEST(BayesianOptimizerTest, ConvergesUnderMultiplicativeNoise) {
-  std::vector<double> regrets;
+  // +-5% multiplicative noise on every observation; regret is measured on
+  // the noiseless function at Best(), which ranks by posterior mean.
+  std::vector<double> branin;
   for (std::uint64_t seed : {1, 2, 3}) {
-    regrets.push_back(RunRegret(
-        tt::CollectiveThroughput::Space(), tt::CollectiveThroughput::Value,
-        tt::CollectiveThroughput::OptimumValue(), seed, 40, 0.05));
+    branin.push_back(RunRegret(tt::Branin::Space(), tt::Branin::Value,
+                               tt::Branin::kOptimum, seed, 40, 0.05));
   }
-  EXPECT_LT(Median(regrets), 0.06);
+  EXPECT_LT(Median(branin), 0.05);
 }
 
 TEST(BayesianOptimizerTest, PinnedKnobsNeverChange) {

@@ -194,8 +194,8 @@ double FitYeoJohnson(const Eigen::VectorXd& z) {
   }
   double best_lambda = 1.0, best_ll = -std::numeric_limits<double>::infinity();
   Eigen::VectorXd psi(n);
-  for (int step = 0; step <= 80; ++step) {
-    const double lambda = -1.0 + 0.05 * step;
+  for (int step = 0; step <= 40; ++step) {
+    const double lambda = 0.05 * step;
     for (int i = 0; i < n; ++i) psi[i] = YeoJohnson(z[i], lambda);
     const double var = (psi.array() - psi.mean()).square().mean();
     if (!(var > 0) || !std::isfinite(var)) continue;

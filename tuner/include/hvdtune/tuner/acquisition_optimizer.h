@@ -14,11 +14,11 @@ namespace hvdtune::tuner {
 /// (NLopt) refinement of the best few over the continuous coordinates with
 /// a sweep over each categorical dimension's values in between.
 struct AcquisitionOptimizerSettings {
-  int num_random_candidates = 256;    ///< Uniform random unit points.
+  int num_random_candidates = 1024;   ///< Uniform random unit points.
   int num_anchor_perturbations = 32;  ///< Gaussian perturbations per anchor.
   double perturbation_sd = 0.05;      ///< In unit coordinates.
-  int num_local_starts = 4;           ///< Best candidates refined locally.
-  int local_max_evals = 40;           ///< NLopt evaluations per refinement.
+  int num_local_starts = 6;           ///< Best candidates refined locally.
+  int local_max_evals = 80;           ///< NLopt evaluations per refinement.
   /// Spaces with no continuous dimension and at most this many category
   /// combinations are enumerated instead of sampled.
   int max_enumerated_combinations = 4096;

@@ -20,7 +20,7 @@ struct GpSettings {
   bool warp_outputs = true;
   /// Observation-noise variance floor (standardised units): keeps the kernel
   /// matrix well conditioned with duplicate points and flat data.
-  double noise_floor = 1e-6;
+  double noise_floor = 1e-8;
   /// Random restarts of the hyperparameter search, drawn from the prior, in
   /// addition to the warm start (current values) and the prior mode.
   int restarts = 1;
