@@ -19,6 +19,9 @@ enum class KnobId : int {
   kCycleTime,
   kCacheCapacity,
   kAllreduceAlgorithm,
+  kRingSegmentBytes,
+  kHierarchicalAllgather,
+  kNumGroups,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(KnobId::kCount);
@@ -81,6 +84,13 @@ class KnobSettings {
     return static_cast<int>(Get(KnobId::kAllreduceAlgorithm));
   }
   std::string_view allreduce_algorithm_name() const;
+  std::int64_t ring_segment_bytes() const {
+    return static_cast<std::int64_t>(Get(KnobId::kRingSegmentBytes));
+  }
+  bool hierarchical_allgather() const {
+    return Get(KnobId::kHierarchicalAllgather) != 0;
+  }
+  int num_groups() const { return static_cast<int>(Get(KnobId::kNumGroups)); }
 
   /// Human form of one knob's value: "134217728", "1.5", "native", "true".
   std::string FormatValue(KnobId id) const;
