@@ -11,7 +11,9 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -57,6 +59,8 @@ std::string_view ModeName(Mode mode) {
 
 struct Options {
   std::vector<std::string> workloads = {"resnet50", std::string(kManySmall)};
+  std::vector<std::string> mode_names = {"fused", "unfused", "mpi_raw"};
+  std::vector<Mode> modes;
   std::string shapes_dir;
   double scale = 1.0;
   std::int64_t steps = 10;
@@ -130,6 +134,20 @@ double TimeMode(const Options& opt, GradientSet& set, Mode mode, Result& result,
   return seconds;
 }
 
+// Median step time of `mode` in ms; NaN when the mode was not run.
+double MedianMs(const Result& r, Mode mode) {
+  const auto it = r.step_seconds.find(mode);
+  if (it == r.step_seconds.end()) return std::nan("");
+  return Median(it->second) * 1e3;
+}
+
+std::string Cell(double value, int precision) {
+  if (std::isnan(value)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", precision, value);
+  return buf;
+}
+
 void PrintTable(const Options& opt, const std::vector<Result>& results,
                 int ranks) {
   std::printf(
@@ -145,14 +163,15 @@ void PrintTable(const Options& opt, const std::vector<Result>& results,
               "tensors", "MiB", "threshold", "fused_ms", "unfused_ms",
               "mpi_raw_ms", "raw/fused", "speedup");
   for (const Result& r : results) {
-    const double fused = Median(r.step_seconds.at(Mode::kFused)) * 1e3;
-    const double unfused = Median(r.step_seconds.at(Mode::kUnfused)) * 1e3;
-    const double raw = Median(r.step_seconds.at(Mode::kRaw)) * 1e3;
-    std::printf("%-12s %8zu %10.2f %10s %10.3f %11.3f %11.3f %9.3f %9.2f\n",
+    const double fused = MedianMs(r, Mode::kFused);
+    const double unfused = MedianMs(r, Mode::kUnfused);
+    const double raw = MedianMs(r, Mode::kRaw);
+    std::printf("%-12s %8zu %10.2f %10s %10s %11s %11s %9s %9s\n",
                 r.workload.c_str(), r.tensors,
                 static_cast<double>(r.bytes) / (1 << 20),
-                FormatBytes(r.fusion_threshold).c_str(), fused, unfused, raw,
-                raw / fused, unfused / fused);
+                FormatBytes(r.fusion_threshold).c_str(), Cell(fused, 3).c_str(),
+                Cell(unfused, 3).c_str(), Cell(raw, 3).c_str(),
+                Cell(raw / fused, 3).c_str(), Cell(unfused / fused, 2).c_str());
   }
   std::printf(
       "# raw/fused: fused step speed as a fraction of one raw allreduce; "
@@ -171,6 +190,8 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                 "(resnet50, vgg16, bert_base)");
   flags.AddString("shapes-dir", &opt.shapes_dir,
                   "directory of <model>.txt shape files");
+  flags.AddList("modes", &opt.mode_names,
+                "modes to run: fused, unfused, mpi_raw (comma-separated)");
   flags.AddDouble("scale", &opt.scale, 0.0, 1.0, true,
                   "multiply every tensor's element count (at least 1 kept)");
   flags.AddInt("steps", &opt.steps, 1, 1000000, "timed steps per repeat");
@@ -183,6 +204,15 @@ int Main(MpiSession& mpi, int argc, char** argv) {
   if (!flags.Parse(argc, argv)) {
     if (mpi.rank() == 0) std::cout << flags.Usage();
     return 0;
+  }
+  for (const std::string& name : opt.mode_names) {
+    const auto mode = std::find_if(kModes.begin(), kModes.end(),
+                                   [&](Mode m) { return ModeName(m) == name; });
+    if (mode == kModes.end()) {
+      throw UsageError("--modes: unknown mode '" + name +
+                       "' (expected fused, unfused or mpi_raw)");
+    }
+    opt.modes.push_back(*mode);
   }
   std::vector<std::vector<TensorSpec>> tensor_sets;
   for (const std::string& workload : opt.workloads) {
@@ -198,8 +228,9 @@ int Main(MpiSession& mpi, int argc, char** argv) {
     result.bytes = set.total_bytes();
     for (std::int64_t r = 0; r < opt.repeats; ++r) {
       // Rotate the order so that no mode always runs first or last.
-      for (std::size_t k = 0; k < kModes.size(); ++k) {
-        const Mode mode = kModes[(k + r) % kModes.size()];
+      for (std::size_t k = 0; k < opt.modes.size(); ++k) {
+        const Mode mode =
+            opt.modes[(k + static_cast<std::size_t>(r)) % opt.modes.size()];
         result.step_seconds[mode].push_back(
             TimeMode(opt, set, mode, result, mpi.size()));
       }
@@ -213,12 +244,11 @@ int Main(MpiSession& mpi, int argc, char** argv) {
     return 0;
   }
   for (const Result& r : results) {
-    for (const Mode mode : kModes) {
+    for (const auto& [mode, seconds] : r.step_seconds) {
       std::cout << JsonRow()
                        .Add("workload", r.workload)
                        .Add("mode", ModeName(mode))
-                       .Add("step_time_ms",
-                            Median(r.step_seconds.at(mode)) * 1e3)
+                       .Add("step_time_ms", Median(seconds) * 1e3)
                        .str()
                 << "\n";
     }
