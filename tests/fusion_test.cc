@@ -45,6 +45,17 @@ TEST(FusionPlanner, DtypesAndOpsFuseSeparatelyWithoutBreakingEachOther) {
             (std::vector<std::vector<std::size_t>>{{0, 2}, {1, 3}, {4}}));
 }
 
+TEST(FusionPlanner, WithoutLookAheadADtypeChangeClosesTheBuffer) {
+  const std::vector<FusionItem> items = {
+      Ar(10, DataType::kFloat32), Ar(10, DataType::kFloat16),
+      Ar(10, DataType::kFloat32), Ar(10, DataType::kFloat16),
+      Ar(10, DataType::kFloat16)};
+  EXPECT_EQ(Members(PlanFusion(items, 1000, /*look_ahead=*/false)),
+            (std::vector<std::vector<std::size_t>>{{0}, {1}, {2}, {3, 4}}));
+  EXPECT_EQ(Members(PlanFusion(items, 1000, /*look_ahead=*/true)),
+            (std::vector<std::vector<std::size_t>>{{0, 2}, {1, 3, 4}}));
+}
+
 TEST(FusionPlanner, OtherCollectivesAndErrorsAreAlone) {
   std::vector<FusionItem> items = {Ar(10), Ar(10), Ar(10), Ar(10)};
   items[1].type = CollectiveType::kBroadcast;

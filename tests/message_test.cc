@@ -16,12 +16,19 @@ TEST(Messages, RequestsRoundTrip) {
   a.root = 3;
   a.rank = 2;
   a.shape = {7, 0, 5};
+  a.group = "g";
+  a.group_size = 3;
   Request b;
   b.name = "";
   const auto bytes = SerializeRequests({a, b});
   const auto back = DeserializeRequests(bytes.data(), bytes.size());
   ASSERT_EQ(back.size(), 2u);
   EXPECT_TRUE(back[0].SameSignature(a));
+  EXPECT_EQ(back[0].group, "g");
+  EXPECT_EQ(back[0].group_size, 3);
+  Request other_group = a;
+  other_group.group_size = 2;
+  EXPECT_FALSE(other_group.SameSignature(a));
   EXPECT_EQ(back[0].rank, 2);
   EXPECT_TRUE(back[1].SameSignature(b));
 }

@@ -129,6 +129,8 @@ Controller::CycleResult Controller::RunCycle(
     if (!result.status.ok()) return result;
   }
 
+  result.ready = ReleaseGroups(std::move(result.ready));
+
   if (flags & kFlagKnobUpdate) {
     std::vector<std::uint8_t> bytes;
     if (mpi_.rank == 0) bytes = *knob_update;
@@ -213,6 +215,46 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
   return Status::Ok();
 }
 
+std::vector<Response> Controller::ReleaseGroups(std::vector<Response> ready) {
+  // Every rank sees the same ready lists in the same order, so the pools
+  // fill and release identically everywhere.
+  std::vector<Response> out;
+  out.reserve(ready.size());
+  for (Response& r : ready) {
+    if (r.group_size <= 1) {
+      out.push_back(std::move(r));
+      continue;
+    }
+    const std::string group = r.group;
+    const std::int32_t size = r.group_size;
+    GroupState& g = groups_[group];
+    ++g.arrived;
+    if (r.kind == Response::Kind::kError && g.error.empty()) {
+      // The first failure fails the whole group: members already waiting
+      // are released as failures now, later ones as they arrive.
+      g.error = "grouped allreduce '" + group + "' failed: " + r.error;
+      for (Response& waiting : g.members) {
+        waiting.kind = Response::Kind::kError;
+        waiting.error = g.error;
+        out.push_back(std::move(waiting));
+      }
+      g.members.clear();
+    }
+    if (!g.error.empty()) {
+      r.kind = Response::Kind::kError;
+      r.error = g.error;
+      out.push_back(std::move(r));
+    } else {
+      g.members.push_back(std::move(r));
+    }
+    if (g.arrived >= size) {
+      for (Response& m : g.members) out.push_back(std::move(m));
+      groups_.erase(group);
+    }
+  }
+  return out;
+}
+
 std::vector<Response> Controller::Coordinate(std::vector<Request> requests) {
   for (Request& r : requests) {
     auto [it, inserted] = table_.try_emplace(r.name);
@@ -249,6 +291,8 @@ Response Controller::BuildResponse(const std::vector<Request>& reqs) const {
   resp.dtype = first.dtype;
   resp.op = first.op;
   resp.root = first.root;
+  resp.group = first.group;
+  resp.group_size = first.group_size;
   auto fail = [&](const std::string& what, const std::string& a, int rank,
                   const std::string& b) {
     resp.kind = Response::Kind::kError;
@@ -275,6 +319,14 @@ Response Controller::BuildResponse(const std::vector<Request>& reqs) const {
     if (first.type == CollectiveType::kBroadcast && q.root != first.root) {
       return fail("broadcast root", std::to_string(first.root), r,
                   std::to_string(q.root));
+    }
+    if (q.group != first.group || q.group_size != first.group_size) {
+      auto describe = [](const Request& x) {
+        return x.group_size > 0 ? "group '" + x.group + "' of " +
+                                      std::to_string(x.group_size)
+                                : std::string("no group");
+      };
+      return fail("grouping", describe(first), r, describe(q));
     }
     if (first.type == CollectiveType::kAllgather) {
       const bool same_tail = q.shape.size() == first.shape.size() &&

@@ -56,6 +56,10 @@ class Controller {
   /// now requested by every rank, in the order they were first requested.
   std::vector<Response> Coordinate(std::vector<Request> requests);
   Response BuildResponse(const std::vector<Request>& requests) const;
+  /// Holds members of a grouped allreduce back until the whole group is
+  /// ready everywhere, then releases them together (consecutively, so they
+  /// fuse); a failed member fails the whole group.
+  std::vector<Response> ReleaseGroups(std::vector<Response> ready);
   Status Broadcast(std::vector<std::uint8_t>* bytes);
 
   const MpiContext& mpi_;
@@ -68,6 +72,13 @@ class Controller {
   std::vector<Request> to_send_;
   std::vector<std::uint32_t> invalid_;
   std::vector<std::uint64_t> bits_;
+
+  struct GroupState {
+    int arrived = 0;
+    std::vector<Response> members;
+    std::string error;
+  };
+  std::unordered_map<std::string, GroupState> groups_;
 
   // Rank 0 only: requests received so far per tensor.
   struct TableEntry {

@@ -7,7 +7,7 @@
 namespace hvdtune::internal {
 
 std::vector<FusionGroup> PlanFusion(const std::vector<FusionItem>& items,
-                                    std::int64_t threshold) {
+                                    std::int64_t threshold, bool look_ahead) {
   std::vector<FusionGroup> done;
   // Open group per (dtype, op).
   std::map<std::pair<int, int>, FusionGroup> open;
@@ -20,6 +20,15 @@ std::vector<FusionGroup> PlanFusion(const std::vector<FusionItem>& items,
     }
     const auto key =
         std::make_pair(static_cast<int>(it.dtype), static_cast<int>(it.op));
+    if (!look_ahead) {
+      // Close every other open buffer: only one may be open at a time.
+      for (auto& [other, og] : open) {
+        if (other != key && !og.members.empty()) {
+          done.push_back(std::move(og));
+          og = FusionGroup();
+        }
+      }
+    }
     FusionGroup& g = open[key];
     if (!g.members.empty() && g.bytes + it.bytes > threshold) {
       done.push_back(std::move(g));

@@ -32,7 +32,12 @@ struct FusionGroup {
 /// gradients ready in one cycle fuse separately without breaking each other.
 /// Every other item is a group of its own. Groups are ordered by their first
 /// member. The result depends only on the inputs, so all ranks agree.
+///
+/// With look_ahead false, a tensor of another dtype or op closes the open
+/// buffer (one open buffer at a time, in arrival order): the behaviour
+/// look-ahead improves on, kept for comparison.
 std::vector<FusionGroup> PlanFusion(const std::vector<FusionItem>& items,
-                                    std::int64_t threshold);
+                                    std::int64_t threshold,
+                                    bool look_ahead = true);
 
 }  // namespace hvdtune::internal

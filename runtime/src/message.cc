@@ -13,7 +13,8 @@ std::int64_t Request::NumElements() const {
 
 bool Request::SameSignature(const Request& o) const {
   return name == o.name && type == o.type && dtype == o.dtype && op == o.op &&
-         root == o.root && shape == o.shape;
+         root == o.root && shape == o.shape && group == o.group &&
+         group_size == o.group_size;
 }
 
 void Writer::Raw(const void* p, std::size_t n) {
@@ -97,6 +98,8 @@ void Serialize(const Request& r, Writer& w) {
   w.I32(r.root);
   w.I32(r.rank);
   w.I64s(r.shape);
+  w.Str(r.group);
+  w.I32(r.group_size);
 }
 
 Request DeserializeRequest(Reader& rd) {
@@ -108,6 +111,8 @@ Request DeserializeRequest(Reader& rd) {
   r.root = rd.I32();
   r.rank = rd.I32();
   r.shape = rd.I64s();
+  r.group = rd.Str();
+  r.group_size = rd.I32();
   return r;
 }
 
@@ -120,6 +125,8 @@ void Serialize(const Response& r, Writer& w) {
   w.I32(r.root);
   w.I64s(r.first_dims);
   w.Str(r.error);
+  w.Str(r.group);
+  w.I32(r.group_size);
 }
 
 Response DeserializeResponse(Reader& rd) {
@@ -132,6 +139,8 @@ Response DeserializeResponse(Reader& rd) {
   r.root = rd.I32();
   r.first_dims = rd.I64s();
   r.error = rd.Str();
+  r.group = rd.Str();
+  r.group_size = rd.I32();
   return r;
 }
 

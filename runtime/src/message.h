@@ -19,6 +19,9 @@ struct Request {
   std::int32_t root = 0;
   std::int32_t rank = 0;
   std::vector<std::int64_t> shape;
+  /// Grouped allreduce: the group's name and member count (0 = no group).
+  std::string group;
+  std::int32_t group_size = 0;
 
   std::int64_t NumElements() const;
   /// True when everything but the sending rank is the same.
@@ -36,6 +39,8 @@ struct Response {
   /// Allgather: every rank's first dimension, in rank order.
   std::vector<std::int64_t> first_dims;
   std::string error;
+  std::string group;
+  std::int32_t group_size = 0;
 };
 
 class Writer {

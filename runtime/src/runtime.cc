@@ -1,6 +1,7 @@
 #include "hvdtune/runtime.h"
 
 #include <stdexcept>
+#include <unordered_set>
 
 #include "runtime_impl.h"
 
@@ -103,7 +104,48 @@ Handle Runtime::Allreduce(std::string name, const void* input, void* output,
   e.request.shape.assign(shape.begin(), shape.end());
   e.input = input;
   e.output = output;
-  return impl_->Enqueue(std::move(e));
+  std::vector<TensorEntry> one;
+  one.push_back(std::move(e));
+  return impl_->Enqueue(std::move(one));
+}
+
+Handle Runtime::GroupedAllreduce(std::string group,
+                                 std::span<const AllreduceTensor> tensors,
+                                 ReduceOp op) {
+  std::string err;
+  if (group.empty()) err = "group name must not be empty";
+  if (err.empty() && tensors.empty()) {
+    err = "grouped allreduce '" + group + "' has no tensors";
+  }
+  if (err.empty() && static_cast<int>(op) >= kNumReduceOps) {
+    err = "unknown reduce op for group '" + group + "'";
+  }
+  std::unordered_set<std::string> names;
+  for (const AllreduceTensor& t : tensors) {
+    if (!err.empty()) break;
+    err = CheckTensor(t.name, t.input, t.shape, t.dtype);
+    if (err.empty()) err = CheckTensor(t.name, t.output, t.shape, t.dtype);
+    if (err.empty() && !names.insert(t.name).second) {
+      err = "tensor '" + t.name + "' appears twice in group '" + group + "'";
+    }
+  }
+  if (!err.empty()) return Failed(Status::InvalidArgument(err));
+  std::vector<TensorEntry> entries;
+  entries.reserve(tensors.size());
+  for (const AllreduceTensor& t : tensors) {
+    TensorEntry e;
+    e.request.name = t.name;
+    e.request.type = CollectiveType::kAllreduce;
+    e.request.dtype = t.dtype;
+    e.request.op = op;
+    e.request.shape = t.shape;
+    e.request.group = group;
+    e.request.group_size = static_cast<std::int32_t>(tensors.size());
+    e.input = t.input;
+    e.output = t.output;
+    entries.push_back(std::move(e));
+  }
+  return impl_->Enqueue(std::move(entries));
 }
 
 Handle Runtime::Broadcast(std::string name, void* buffer,
@@ -123,7 +165,9 @@ Handle Runtime::Broadcast(std::string name, void* buffer,
   e.request.shape.assign(shape.begin(), shape.end());
   e.input = buffer;
   e.output = buffer;
-  return impl_->Enqueue(std::move(e));
+  std::vector<TensorEntry> one;
+  one.push_back(std::move(e));
+  return impl_->Enqueue(std::move(one));
 }
 
 Handle Runtime::Allgather(std::string name, const void* input,
@@ -139,7 +183,9 @@ Handle Runtime::Allgather(std::string name, const void* input,
   e.request.dtype = dtype;
   e.request.shape.assign(shape.begin(), shape.end());
   e.input = input;
-  return impl_->Enqueue(std::move(e));
+  std::vector<TensorEntry> one;
+  one.push_back(std::move(e));
+  return impl_->Enqueue(std::move(one));
 }
 
 KnobSettings Runtime::knobs() const { return impl_->knobs(); }

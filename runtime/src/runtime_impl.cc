@@ -22,6 +22,7 @@ double Seconds(Clock::duration d) {
 struct InitVote {
   std::int32_t ok = 1;
   std::int32_t ranks_per_node = 0;
+  std::int32_t fusion_lookahead = 1;
   double knobs[kNumKnobs] = {};
 };
 
@@ -50,6 +51,9 @@ RuntimeSettings ParseRuntimeSettings(const EnvLookup& env) {
     s.ranks_per_node = static_cast<int>(
         ParseIntSetting("HVDTUNE_RANKS_PER_NODE", *v, 1, 1 << 20));
   }
+  if (auto v = env("HVDTUNE_FUSION_LOOKAHEAD")) {
+    s.fusion_lookahead = ParseBoolSetting("HVDTUNE_FUSION_LOOKAHEAD", *v);
+  }
   return s;
 }
 
@@ -68,6 +72,7 @@ RuntimeImpl::RuntimeImpl(const RuntimeOptions& options) {
   InitVote mine;
   mine.ok = config_error.empty() ? 1 : 0;
   mine.ranks_per_node = settings_.ranks_per_node;
+  mine.fusion_lookahead = settings_.fusion_lookahead ? 1 : 0;
   for (int k = 0; k < kNumKnobs; ++k) {
     mine.knobs[k] = settings_.knobs.values.Get(static_cast<KnobId>(k));
   }
@@ -88,6 +93,12 @@ RuntimeImpl::RuntimeImpl(const RuntimeOptions& options) {
     if (v.ranks_per_node != votes[0].ranks_per_node) {
       config_error = "HVDTUNE_RANKS_PER_NODE differs between rank 0 and rank " +
                      std::to_string(r);
+      break;
+    }
+    if (v.fusion_lookahead != votes[0].fusion_lookahead) {
+      config_error =
+          "HVDTUNE_FUSION_LOOKAHEAD differs between rank 0 and rank " +
+          std::to_string(r);
       break;
     }
     for (const KnobSpec& spec : KnobTable()) {
@@ -132,22 +143,28 @@ void RuntimeImpl::Shutdown() {
   mpi_.Free();
 }
 
-Handle RuntimeImpl::Enqueue(TensorEntry entry) {
+Handle RuntimeImpl::Enqueue(std::vector<TensorEntry> entries) {
   auto state = std::make_shared<HandleState>();
-  entry.handle = state;
   Handle handle(state);
   std::lock_guard<std::mutex> lock(mu_);
   if (!running_) {
     state->Complete(Status::Aborted("hvdtune runtime is shut down"));
     return handle;
   }
-  if (!names_in_flight_.insert(entry.request.name).second) {
-    state->Complete(
-        Status::InvalidArgument("a collective named '" + entry.request.name +
-                                "' is already in flight on this rank"));
-    return handle;
+  for (const TensorEntry& e : entries) {
+    if (names_in_flight_.count(e.request.name)) {
+      state->Complete(
+          Status::InvalidArgument("a collective named '" + e.request.name +
+                                  "' is already in flight on this rank"));
+      return handle;
+    }
   }
-  queue_.push_back(std::move(entry));
+  state->parts_left = static_cast<int>(entries.size());
+  for (TensorEntry& e : entries) {
+    names_in_flight_.insert(e.request.name);
+    e.handle = state;
+    queue_.push_back(std::move(e));
+  }
   return handle;
 }
 
@@ -230,9 +247,9 @@ void RuntimeImpl::RunCycle(bool* stop) {
     *stop = true;
     return;
   }
-  Execute(result.ready);
-  if (result.knob_update) ApplyKnobUpdate(*result.knob_update);
   {
+    // Counted before the handles complete, so a caller that waited on a
+    // tensor sees the cycle that ran it.
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.cycles;
     stats_.negotiation_seconds += negotiation;
@@ -243,6 +260,8 @@ void RuntimeImpl::RunCycle(bool* stop) {
     stats_.cache_hits += result.cache_hits;
     stats_.cache_misses += result.cache_misses;
   }
+  Execute(result.ready);
+  if (result.knob_update) ApplyKnobUpdate(*result.knob_update);
   if (result.shutdown) *stop = true;
 }
 
@@ -260,7 +279,8 @@ void RuntimeImpl::Execute(const std::vector<Response>& ready) {
                          static_cast<std::int64_t>(DataTypeSize(r.dtype)),
                      r.kind == Response::Kind::kError});
   }
-  const auto groups = PlanFusion(items, cycle_knobs_.fusion_threshold_bytes());
+  const auto groups = PlanFusion(items, cycle_knobs_.fusion_threshold_bytes(),
+                                 settings_.fusion_lookahead);
   for (const FusionGroup& g : groups) {
     const std::size_t first = g.members.front();
     const Response& r = ready[first];
@@ -399,7 +419,7 @@ void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   knobs_ = next;
   knob_version_ = version;
-  stats_.knob_update_cycle = stats_.cycles + 1;
+  stats_.knob_update_cycle = stats_.cycles;
 }
 
 void RuntimeImpl::Finish(TensorEntry& e, Status s) {

@@ -36,6 +36,9 @@ struct RuntimeSettings {
   /// HVDTUNE_RANKS_PER_NODE: emulate nodes of this many consecutive ranks
   /// (0 = ask MPI which ranks share memory).
   int ranks_per_node = 0;
+  /// HVDTUNE_FUSION_LOOKAHEAD: fuse each dtype/op in its own buffer (1) or
+  /// close the buffer whenever the dtype changes (0, for comparison).
+  bool fusion_lookahead = true;
 };
 
 /// Parses every HOROVOD_* / HVDTUNE_* setting; throws ConfigError.
@@ -50,7 +53,9 @@ class RuntimeImpl {
   bool running() const { return running_.load(); }
   const MpiContext& mpi() const { return mpi_; }
 
-  Handle Enqueue(TensorEntry entry);
+  /// Queues the entries atomically under one handle (one entry, or the
+  /// members of a grouped allreduce).
+  Handle Enqueue(std::vector<TensorEntry> entries);
   KnobSettings knobs() const;
   std::array<bool, kNumKnobs> pinned() const { return settings_.knobs.pinned; }
   std::uint64_t RequestKnobUpdate(const KnobSettings& values);

@@ -43,6 +43,15 @@ class Handle {
   std::shared_ptr<internal::HandleState> state_;
 };
 
+/// One member of a grouped allreduce.
+struct AllreduceTensor {
+  std::string name;
+  const void* input = nullptr;
+  void* output = nullptr;
+  std::vector<std::int64_t> shape;
+  DataType dtype = DataType::kFloat32;
+};
+
 struct RuntimeOptions {
   /// Where HOROVOD_* / HVDTUNE_* settings are read; the process environment
   /// when empty.
@@ -102,6 +111,15 @@ class Runtime {
   Handle Allreduce(std::string name, const void* input, void* output,
                    std::span<const std::int64_t> shape, DataType dtype,
                    ReduceOp op);
+  /// Allreduces `tensors` as one unit (Horovod's grouped_allreduce): they are
+  /// negotiated together, released to the fusion planner together (so they
+  /// fuse when their dtypes agree and they fit the threshold) and complete
+  /// together. If any member fails (e.g. a shape mismatch), every member
+  /// fails. Every rank must pass the same `group` name with the same member
+  /// names; the returned handle completes when the last member does.
+  Handle GroupedAllreduce(std::string group,
+                          std::span<const AllreduceTensor> tensors,
+                          ReduceOp op);
   /// Broadcast `buffer` from `root` to every rank, in place.
   Handle Broadcast(std::string name, void* buffer,
                    std::span<const std::int64_t> shape, DataType dtype,
