@@ -197,5 +197,9 @@ std::uint64_t Runtime::RequestKnobUpdate(const KnobSettings& values) {
 }
 std::uint64_t Runtime::knob_version() const { return impl_->knob_version(); }
 RuntimeStats Runtime::stats() const { return impl_->stats(); }
+void Runtime::MarkStep() { impl_->MarkStep(); }
+AutotuneStatus Runtime::autotune_status() const {
+  return impl_->autotune_status();
+}
 
 }  // namespace hvdtune

@@ -51,6 +51,7 @@ RuntimeSettings ParseRuntimeSettings(const EnvLookup& env) {
     s.ranks_per_node = static_cast<int>(
         ParseIntSetting("HVDTUNE_RANKS_PER_NODE", *v, 1, 1 << 20));
   }
+  s.autotune = ParseAutotuneSettings(env);
   if (auto v = env("HVDTUNE_FUSION_LOOKAHEAD")) {
     s.fusion_lookahead = ParseBoolSetting("HVDTUNE_FUSION_LOOKAHEAD", *v);
   }
@@ -125,6 +126,23 @@ RuntimeImpl::RuntimeImpl(const RuntimeOptions& options) {
   algorithms_ = MakeAllreduceAlgorithms();
   controller_ = std::make_unique<Controller>(
       mpi_, static_cast<std::size_t>(knobs_.cache_capacity()));
+  if (settings_.autotune.enabled && mpi_.rank == 0) {
+    try {
+      TuningScope scope;
+      scope.pinned = settings_.knobs.pinned;
+      scope.multi_node = mpi_.cross_size > 1;
+      scope.tune_num_groups = options.tune_num_groups;
+      tuner_ =
+          std::make_unique<ParameterManager>(settings_.autotune, scope, knobs_);
+      meter_ = std::make_unique<ThroughputMeter>();
+      autotune_status_ = tuner_->status();
+    } catch (const std::exception& e) {
+      std::cerr << "[hvdtune rank 0] WARNING: autotuning disabled, the tuner "
+                   "failed to start: "
+                << e.what() << std::endl;
+      tuner_.reset();
+    }
+  }
   running_ = true;
   thread_ = std::thread(&RuntimeImpl::Loop, this);
 }
@@ -183,16 +201,68 @@ std::uint64_t RuntimeImpl::RequestKnobUpdate(const KnobSettings& values) {
     throw std::logic_error("knob updates are requested on rank 0 only");
   }
   CheckKnobValues(values);
-  Writer w;
   std::lock_guard<std::mutex> lock(mu_);
+  return QueueKnobUpdateLocked(values);
+}
+
+std::uint64_t RuntimeImpl::QueueKnobUpdateLocked(const KnobSettings& values) {
   const std::uint64_t version =
       std::max(next_update_version_, knob_version_) + 1;
   next_update_version_ = version;
+  Writer w;
   w.I64(static_cast<std::int64_t>(version));
   w.I32(kNumKnobs);
-  for (int k = 0; k < kNumKnobs; ++k) w.F64(values.Get(static_cast<KnobId>(k)));
+  for (int k = 0; k < kNumKnobs; ++k) {
+    w.F64(values.Get(static_cast<KnobId>(k)));
+  }
   pending_update_ = std::move(w.bytes());
   return version;
+}
+
+double RuntimeImpl::Now() {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+void RuntimeImpl::MarkStep() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (tuner_) step_marks_.push_back(Now());
+}
+
+AutotuneStatus RuntimeImpl::autotune_status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return autotune_status_;
+}
+
+void RuntimeImpl::Autotune() {
+  std::vector<double> marks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    marks.swap(step_marks_);
+  }
+  for (double t : marks) meter_->MarkStep(t);
+  try {
+    for (const ThroughputMeter::Step& step : meter_->TakeSteps()) {
+      std::optional<KnobSettings> next =
+          tuner_->OnStep(step.bytes, step.seconds, step.end_time);
+      if (next) {
+        CheckKnobValues(*next);
+        std::lock_guard<std::mutex> lock(mu_);
+        QueueKnobUpdateLocked(*next);
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    autotune_status_ = tuner_->status();
+  } catch (const std::exception& e) {
+    // The job goes on with the knobs in force; only tuning stops.
+    std::cerr << "[hvdtune rank 0] WARNING: autotuning stopped after an "
+                 "error in the tuner: "
+              << e.what() << "; continuing with " << cycle_knobs_.ToString()
+              << std::endl;
+    tuner_.reset();
+    meter_.reset();
+    std::lock_guard<std::mutex> lock(mu_);
+    autotune_status_.phase = AutotunePhase::kOff;
+  }
 }
 
 RuntimeStats RuntimeImpl::stats() const {
@@ -262,6 +332,7 @@ void RuntimeImpl::RunCycle(bool* stop) {
   }
   Execute(result.ready);
   if (result.knob_update) ApplyKnobUpdate(*result.knob_update);
+  if (tuner_) Autotune();
   if (result.shutdown) *stop = true;
 }
 
@@ -423,6 +494,12 @@ void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {
 }
 
 void RuntimeImpl::Finish(TensorEntry& e, Status s) {
+  if (meter_ && s.ok()) {
+    meter_->OnTensorDone(e.request.name,
+                         static_cast<double>(e.request.NumElements()) *
+                             static_cast<double>(DataTypeSize(e.request.dtype)),
+                         Now());
+  }
   std::shared_ptr<HandleState> handle = std::move(e.handle);
   const std::string name = e.request.name;
   in_flight_.erase(name);

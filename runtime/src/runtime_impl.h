@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "autotune/parameter_manager.h"
+#include "autotune/throughput_meter.h"
 #include "backends/mpi/mpi_backend.h"
 #include "backends/mpi/mpi_context.h"
 #include "controller.h"
@@ -39,6 +41,7 @@ struct RuntimeSettings {
   /// HVDTUNE_FUSION_LOOKAHEAD: fuse each dtype/op in its own buffer (1) or
   /// close the buffer whenever the dtype changes (0, for comparison).
   bool fusion_lookahead = true;
+  AutotuneSettings autotune;
 };
 
 /// Parses every HOROVOD_* / HVDTUNE_* setting; throws ConfigError.
@@ -47,6 +50,8 @@ RuntimeSettings ParseRuntimeSettings(const EnvLookup& env);
 class RuntimeImpl {
  public:
   explicit RuntimeImpl(const RuntimeOptions& options);
+  /// Seconds on the runtime's monotonic clock.
+  static double Now();
   ~RuntimeImpl();
 
   void Shutdown();
@@ -61,8 +66,14 @@ class RuntimeImpl {
   std::uint64_t RequestKnobUpdate(const KnobSettings& values);
   std::uint64_t knob_version() const;
   RuntimeStats stats() const;
+  void MarkStep();
+  AutotuneStatus autotune_status() const;
 
  private:
+  /// Serialises `values` as the next versioned update (caller holds mu_).
+  std::uint64_t QueueKnobUpdateLocked(const KnobSettings& values);
+  /// Rank 0: feeds completed steps to the autotuner.
+  void Autotune();
   void Loop();
   void RunCycle(bool* stop);
   void Execute(const std::vector<Response>& ready);
@@ -92,11 +103,15 @@ class RuntimeImpl {
   RuntimeStats stats_;
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> running_{false};
+  std::vector<double> step_marks_;
+  AutotuneStatus autotune_status_;
 
   // Cycle thread only.
   std::unordered_map<std::string, TensorEntry> in_flight_;
   std::vector<std::uint8_t> fusion_buffer_;
   KnobSettings cycle_knobs_;
+  std::unique_ptr<ThroughputMeter> meter_;
+  std::unique_ptr<ParameterManager> tuner_;
 
   std::thread thread_;
   std::mutex shutdown_mu_;

@@ -56,6 +56,28 @@ struct RuntimeOptions {
   /// Where HOROVOD_* / HVDTUNE_* settings are read; the process environment
   /// when empty.
   EnvLookup env;
+  /// The application splits its gradient list into knobs().num_groups()
+  /// groups, so the autotuner may tune num_groups.
+  bool tune_num_groups = false;
+};
+
+enum class AutotunePhase { kOff, kWarmup, kExploring, kFrozen, kRetuning };
+/// "off", "warmup", "exploring", "frozen", "retuning".
+std::string_view AutotunePhaseName(AutotunePhase phase);
+
+/// What the online autotuner (HOROVOD_AUTOTUNE=1) is doing; rank 0 tunes,
+/// other ranks report kOff.
+struct AutotuneStatus {
+  AutotunePhase phase = AutotunePhase::kOff;
+  /// Scored samples so far (the initial configuration's counts as one).
+  int samples = 0;
+  /// Bytes reduced per second under the initial knobs (last warm-up sample).
+  double default_score = 0;
+  /// Observed score of the best configuration (valid once frozen).
+  double best_score = 0;
+  KnobSettings best;
+  /// Names of the knobs tuned jointly.
+  std::vector<std::string> tuned_knobs;
 };
 
 /// Counters of the cycle thread, for benchmarks and metrics.
@@ -142,6 +164,12 @@ class Runtime {
   std::uint64_t knob_version() const;
 
   RuntimeStats stats() const;
+
+  /// Marks the end of a training step for the autotuner's throughput meter.
+  /// Optional: without it, steps are found from repeating tensor names. Call
+  /// it after the step's collectives completed.
+  void MarkStep();
+  AutotuneStatus autotune_status() const;
 
  private:
   std::unique_ptr<internal::RuntimeImpl> impl_;
