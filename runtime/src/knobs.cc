@@ -51,11 +51,11 @@ const std::array<KnobSpec, kNumKnobs> kTable = {{
      1 << 20,
      0,
      1024,
-     false,
+     true,
      {},
      "entries",
      "Response cache entries; 0 turns the cache off (repeated tensors are "
-     "negotiated in full every time)."},
+     "negotiated in full every time). The tuner switches it on or off."},
     {KnobId::kAllreduceAlgorithm, "allreduce_algorithm",
      "HVDTUNE_ALLREDUCE_ALGORITHM", KnobType::kCategorical,
      KnobScale::kCategorical, 0, 0, kAllreduceAlgorithmChoices.size() - 1, 0,
@@ -101,11 +101,12 @@ const std::array<KnobSpec, kNumKnobs> kTable = {{
      1024,
      0,
      16,
-     false,
+     true,
      {},
      "groups",
      "How many groups a framework layer splits its gradient list into for "
-     "grouped allreduce; 0 = no grouping."},
+     "grouped allreduce; 0 = no grouping. Tuned only when the application "
+     "says it groups (RuntimeOptions::tune_num_groups)."},
 }};
 
 std::string Allowed(double lo, double hi, bool lo_exclusive) {
