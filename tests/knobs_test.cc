@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
 #include <set>
 
 #include "hvdtune/status.h"
@@ -128,6 +130,34 @@ TEST(KnobSettings, FormatValue) {
   EXPECT_EQ(s.FormatValue(KnobId::kCycleTime), "0.5");
   EXPECT_EQ(s.FormatValue(KnobId::kFusionThreshold), "134217728");
   EXPECT_EQ(s.FormatValue(KnobId::kAllreduceAlgorithm), "native");
+}
+
+}  // namespace
+}  // namespace hvdtune
+
+namespace hvdtune {
+namespace {
+
+// The README's knob table is the user's manual: every knob of the table
+// must have a row naming its variable, and no row may name a knob that
+// does not exist.
+TEST(KnobTable, ReadmeDocumentsEveryKnob) {
+  std::ifstream in(HVDTUNE_SOURCE_DIR "/README.md");
+  ASSERT_TRUE(in) << "cannot read README.md";
+  std::map<std::string, std::string> rows;  // knob name -> row
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("| ", 0) != 0) continue;
+    const std::size_t end = line.find(" |", 2);
+    rows[line.substr(2, end - 2)] = line;
+  }
+  for (const KnobSpec& spec : KnobTable()) {
+    const auto it = rows.find(std::string(spec.name));
+    ASSERT_NE(it, rows.end()) << "README has no row for knob " << spec.name;
+    EXPECT_NE(it->second.find("`" + std::string(spec.env) + "`"),
+              std::string::npos)
+        << it->second;
+  }
 }
 
 }  // namespace
