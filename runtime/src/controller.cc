@@ -313,6 +313,7 @@ Response Controller::BuildResponse(const std::vector<Request>& reqs) const {
   resp.root = first.root;
   resp.group = first.group;
   resp.group_size = first.group_size;
+  resp.device = first.device;
   auto fail = [&](const std::string& what, const std::string& a, int rank,
                   const std::string& b) {
     resp.kind = Response::Kind::kError;
@@ -339,6 +340,12 @@ Response Controller::BuildResponse(const std::vector<Request>& reqs) const {
     if (first.type == CollectiveType::kBroadcast && q.root != first.root) {
       return fail("broadcast root", std::to_string(first.root), r,
                   std::to_string(q.root));
+    }
+    if (q.device != first.device) {
+      auto where = [](bool d) {
+        return std::string(d ? "device memory" : "host memory");
+      };
+      return fail("buffer location", where(first.device), r, where(q.device));
     }
     if (q.group != first.group || q.group_size != first.group_size) {
       auto describe = [](const Request& x) {

@@ -13,8 +13,8 @@ std::vector<FusionGroup> PlanFusion(const std::vector<FusionItem>& items,
   std::map<std::pair<int, int>, FusionGroup> open;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const FusionItem& it = items[i];
-    if (it.error || it.type != CollectiveType::kAllreduce || threshold <= 0 ||
-        it.bytes >= threshold) {
+    if (it.error || it.device || it.type != CollectiveType::kAllreduce ||
+        threshold <= 0 || it.bytes >= threshold) {
       done.push_back({{i}, it.bytes});
       continue;
     }

@@ -17,6 +17,9 @@ struct FusionItem {
   std::int64_t bytes = 0;
   /// Error responses are completed alone and never fused.
   bool error = false;
+  /// Device tensors are reduced in place by NCCL, never through the host
+  /// fusion buffer.
+  bool device = false;
 };
 
 /// One backend call: indices into the planner's input, in input order.

@@ -14,7 +14,7 @@ std::int64_t Request::NumElements() const {
 bool Request::SameSignature(const Request& o) const {
   return name == o.name && type == o.type && dtype == o.dtype && op == o.op &&
          root == o.root && shape == o.shape && group == o.group &&
-         group_size == o.group_size;
+         group_size == o.group_size && device == o.device;
 }
 
 void Writer::Raw(const void* p, std::size_t n) {
@@ -100,6 +100,7 @@ void Serialize(const Request& r, Writer& w) {
   w.I64s(r.shape);
   w.Str(r.group);
   w.I32(r.group_size);
+  w.U8(r.device ? 1 : 0);
 }
 
 Request DeserializeRequest(Reader& rd) {
@@ -113,6 +114,7 @@ Request DeserializeRequest(Reader& rd) {
   r.shape = rd.I64s();
   r.group = rd.Str();
   r.group_size = rd.I32();
+  r.device = rd.U8() != 0;
   return r;
 }
 
@@ -127,6 +129,7 @@ void Serialize(const Response& r, Writer& w) {
   w.Str(r.error);
   w.Str(r.group);
   w.I32(r.group_size);
+  w.U8(r.device ? 1 : 0);
 }
 
 Response DeserializeResponse(Reader& rd) {
@@ -141,6 +144,7 @@ Response DeserializeResponse(Reader& rd) {
   r.error = rd.Str();
   r.group = rd.Str();
   r.group_size = rd.I32();
+  r.device = rd.U8() != 0;
   return r;
 }
 

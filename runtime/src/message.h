@@ -22,6 +22,8 @@ struct Request {
   /// Grouped allreduce: the group's name and member count (0 = no group).
   std::string group;
   std::int32_t group_size = 0;
+  /// The buffers are CUDA device memory (NCCL backend).
+  bool device = false;
 
   std::int64_t NumElements() const;
   /// True when everything but the sending rank is the same.
@@ -41,6 +43,7 @@ struct Response {
   std::string error;
   std::string group;
   std::int32_t group_size = 0;
+  bool device = false;
 };
 
 class Writer {

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "backends/nccl/nccl_backend.h"
 #include "fusion.h"
 #include "reduce.h"
 
@@ -124,6 +125,8 @@ RuntimeImpl::RuntimeImpl(const RuntimeOptions& options) {
   types_ = std::make_unique<MpiTypes>();
   backend_ = std::make_unique<MpiBackend>(mpi_.data, *types_);
   algorithms_ = MakeAllreduceAlgorithms();
+  // Collective: every rank gets the NCCL backend or none does.
+  nccl_ = MakeNcclBackend(mpi_, &nccl_unavailable_);
   controller_ = std::make_unique<Controller>(
       mpi_, static_cast<std::size_t>(knobs_.cache_capacity()));
   if (settings_.autotune.enabled && mpi_.rank == 0) {
@@ -156,6 +159,7 @@ void RuntimeImpl::Shutdown() {
   shutdown_requested_ = true;
   if (thread_.joinable()) thread_.join();
   controller_.reset();
+  nccl_.reset();
   backend_.reset();
   types_.reset();
   mpi_.Free();
@@ -169,7 +173,15 @@ Handle RuntimeImpl::Enqueue(std::vector<TensorEntry> entries) {
     state->Complete(Status::Aborted("hvdtune runtime is shut down"));
     return handle;
   }
-  for (const TensorEntry& e : entries) {
+  for (TensorEntry& e : entries) {
+    e.request.device = IsDevicePointer(e.input) || IsDevicePointer(e.output);
+    if (e.request.device && !nccl_) {
+      state->Complete(Status::InvalidArgument(
+          "tensor '" + e.request.name +
+          "' is in device memory but there is no NCCL backend: " +
+          nccl_unavailable_.message()));
+      return handle;
+    }
     if (names_in_flight_.count(e.request.name)) {
       state->Complete(
           Status::InvalidArgument("a collective named '" + e.request.name +
@@ -348,7 +360,7 @@ void RuntimeImpl::Execute(const std::vector<Response>& ready) {
     items.push_back({r.type, r.dtype, r.op,
                      e.request.NumElements() *
                          static_cast<std::int64_t>(DataTypeSize(r.dtype)),
-                     r.kind == Response::Kind::kError});
+                     r.kind == Response::Kind::kError, r.device});
   }
   const auto groups = PlanFusion(items, cycle_knobs_.fusion_threshold_bytes(),
                                  settings_.fusion_lookahead);
@@ -379,6 +391,10 @@ void RuntimeImpl::ExecuteAllreduce(const std::vector<TensorEntry*>& group) {
   const AlgorithmContext ctx{*backend_, mpi_, *types_, cycle_knobs_};
   AllreduceAlgorithm& algorithm = *algorithms_.at(
       static_cast<std::size_t>(cycle_knobs_.allreduce_algorithm()));
+  if (head.device) {
+    ExecuteDeviceAllreduce(group);
+    return;
+  }
   const ReduceOp wire_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
   std::int64_t total = 0;
   for (const TensorEntry* e : group) total += e->request.NumElements();
@@ -426,12 +442,43 @@ void RuntimeImpl::ExecuteAllreduce(const std::vector<TensorEntry*>& group) {
   for (TensorEntry* e : group) Finish(*e, s);
 }
 
+void RuntimeImpl::ExecuteDeviceAllreduce(
+    const std::vector<TensorEntry*>& group) {
+  // Device tensors are never fused (no host staging): each one is reduced by
+  // NCCL in place, with the average done by NCCL as well.
+  const bool hierarchical =
+      cycle_knobs_.allreduce_algorithm_name() == "hierarchical";
+  for (TensorEntry* e : group) {
+    const std::int64_t n = e->request.NumElements();
+    const DataType dtype = e->request.dtype;
+    Status s;
+    if (n > 0) {
+      s = hierarchical
+              ? NcclHierarchicalAllreduce(*nccl_, mpi_, *types_, e->input,
+                                          e->output, n, dtype, e->request.op)
+              : nccl_->Allreduce(e->input, e->output, n, dtype, e->request.op);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.collective_calls;
+      if (s.ok()) {
+        stats_.bytes_allreduced +=
+            static_cast<std::uint64_t>(n) * DataTypeSize(dtype);
+      }
+    }
+    Finish(*e, s);
+  }
+}
+
 void RuntimeImpl::ExecuteBroadcast(TensorEntry& e) {
   const std::int64_t bytes =
       e.request.NumElements() *
       static_cast<std::int64_t>(DataTypeSize(e.request.dtype));
   Status s;
-  if (bytes > 0) s = backend_->Broadcast(e.output, bytes, e.request.root);
+  if (bytes > 0) {
+    Backend& b = e.request.device ? *nccl_ : *backend_;
+    s = b.Broadcast(e.output, bytes, e.request.root);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.collective_calls;
@@ -456,8 +503,9 @@ void RuntimeImpl::ExecuteAllgather(TensorEntry& e, const Response& resp) {
   h.output_shape[0] = rows;
   Status s;
   if (rows * row > 0) {
-    s = backend_->Allgatherv(e.input, e.request.shape[0] * row, h.output.data(),
-                             bytes_per_rank);
+    Backend& b = e.request.device ? *nccl_ : *backend_;
+    s = b.Allgatherv(e.input, e.request.shape[0] * row, h.output.data(),
+                     bytes_per_rank);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -78,6 +78,7 @@ class RuntimeImpl {
   void RunCycle(bool* stop);
   void Execute(const std::vector<Response>& ready);
   void ExecuteAllreduce(const std::vector<TensorEntry*>& group);
+  void ExecuteDeviceAllreduce(const std::vector<TensorEntry*>& group);
   void ExecuteBroadcast(TensorEntry& e);
   void ExecuteAllgather(TensorEntry& e, const Response& resp);
   void ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes);
@@ -89,6 +90,9 @@ class RuntimeImpl {
   MpiContext mpi_;
   std::unique_ptr<MpiTypes> types_;
   std::unique_ptr<MpiBackend> backend_;
+  /// NCCL for device buffers; null without a CUDA build or a GPU.
+  std::unique_ptr<Backend> nccl_;
+  Status nccl_unavailable_;
   std::vector<std::unique_ptr<AllreduceAlgorithm>> algorithms_;
   std::unique_ptr<Controller> controller_;
 
