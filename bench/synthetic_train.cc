@@ -1,0 +1,534 @@
+// synthetic_train: emulates data-parallel training of a model on real
+// buffers. Each step runs the backward pass layer by layer, last layer
+// first: real arithmetic of a configurable cost per parameter, then that
+// layer's gradient is enqueued for allreduce, so communication overlaps the
+// remaining compute as in a real job. A step ends when every gradient is
+// reduced. The runtime is configured from HOROVOD_* / HVDTUNE_* like any
+// application, so HOROVOD_AUTOTUNE=1 tunes it while it runs.
+//
+// A "sample" is one training example: a step processes --batch-size samples
+// per rank, so samples/s = steps/s x batch size x ranks.
+//
+// Gradients are small integers stored as float32, so their sums are exact in
+// any order: every rank checks one reduced gradient per step against the
+// expected values, and any knob change that altered a number aborts the job.
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench_common.h"
+#include "gradient_set.h"
+#include "hvdtune/grouping.h"
+#include "hvdtune/knobs.h"
+#include "hvdtune/runtime.h"
+#include "workloads.h"
+
+namespace hvdtune::bench {
+namespace {
+
+constexpr std::string_view kProgram = "synthetic_train";
+
+struct Options {
+  std::string workload;
+  std::string tensors_file;
+  std::string shapes_dir;
+  double scale = 1.0;
+  double flops_per_param = 60;
+  std::int64_t batch_size = 32;
+  std::int64_t steps = 0;  // 0: warmup + measure
+  std::int64_t warmup_steps = 10;
+  std::int64_t measure_steps = 50;
+  std::int64_t window_steps = 10;
+  bool until_frozen = false;
+  std::int64_t max_steps = 2000;
+  bool allow_grouping = false;
+  bool json = false;
+};
+
+// Reduced value of element j of any gradient at `step`, summed over `ranks`
+// ranks whose rank r contributed (r + 1) * (j % 7 + 1) + step % 5.
+double ExpectedSum(std::int64_t j, std::int64_t step, int ranks) {
+  return static_cast<double>((j % 7 + 1) * ranks * (ranks + 1) / 2 +
+                             ranks * (step % 5));
+}
+
+// The model's parameters as gradient and reduced-gradient buffers, and the
+// arithmetic that stands in for each layer's backward computation.
+class SyntheticModel {
+ public:
+  SyntheticModel(std::vector<TensorSpec> tensors, std::string prefix,
+                 double flops_per_param, int rank, int ranks)
+      : tensors_(std::move(tensors)),
+        flops_per_param_(flops_per_param),
+        rank_(rank),
+        ranks_(ranks),
+        scratch_(1024, 1.0f) {
+    for (TensorSpec& t : tensors_) {
+      names_.push_back(prefix + "." + t.name);
+      shapes_.push_back({t.count});
+      grads_.emplace_back(static_cast<std::size_t>(t.count), 0.0f);
+      reduced_.emplace_back(static_cast<std::size_t>(t.count), 0.0f);
+      total_elements_ += t.count;
+    }
+  }
+
+  std::size_t layers() const { return tensors_.size(); }
+  std::int64_t total_bytes() const { return total_elements_ * 4; }
+
+  // Backward of layer `i` at `step`: flops_per_param x parameters of
+  // multiply-adds on a cache-resident scratch buffer, then the gradient.
+  void Backward(std::size_t i, std::int64_t step) {
+    std::int64_t fmas = std::llround(static_cast<double>(tensors_[i].count) *
+                                     flops_per_param_ / 2);
+    float* x = scratch_.data();
+    const auto width = static_cast<std::int64_t>(scratch_.size());
+    while (fmas > 0) {
+      const std::int64_t n = std::min(fmas, width);
+      for (std::int64_t k = 0; k < n; ++k) x[k] = x[k] * 0.999f + 0.001f;
+      fmas -= n;
+    }
+    // Keeps the compiler from dropping the arithmetic as unused.
+    asm volatile("" : : "r"(x) : "memory");
+
+    std::vector<float>& g = grads_[i];
+    const float base = static_cast<float>(rank_ + 1);
+    const float offset = static_cast<float>(step % 5);
+    for (std::size_t j = 0; j < g.size(); ++j) {
+      g[j] = base * static_cast<float>(j % 7 + 1) + offset;
+    }
+  }
+
+  Handle Allreduce(Runtime& rt, std::size_t i) {
+    return rt.Allreduce(names_[i], grads_[i].data(), reduced_[i].data(),
+                        shapes_[i], DataType::kFloat32, ReduceOp::kSum);
+  }
+
+  // Members [begin, end) of one group, as GroupedAllreduce takes them.
+  std::vector<AllreduceTensor> GroupMembers(std::size_t begin,
+                                            std::size_t end) {
+    std::vector<AllreduceTensor> members;
+    for (std::size_t i = begin; i < end; ++i) {
+      members.push_back({names_[i], grads_[i].data(), reduced_[i].data(),
+                         shapes_[i], DataType::kFloat32});
+    }
+    return members;
+  }
+
+  // Checks layer `i`'s reduced gradient after `step`; throws naming the
+  // tensor, the step and the checksums on a mismatch.
+  void Verify(std::size_t i, std::int64_t step) const {
+    const std::vector<float>& out = reduced_[i];
+    double got = 0;
+    double want = 0;
+    for (std::size_t j = 0; j < out.size(); ++j) {
+      got += out[j];
+      want += ExpectedSum(static_cast<std::int64_t>(j), step, ranks_);
+    }
+    if (got == want) return;
+    std::size_t bad = 0;
+    while (bad < out.size() &&
+           out[bad] ==
+               ExpectedSum(static_cast<std::int64_t>(bad), step, ranks_)) {
+      ++bad;
+    }
+    std::ostringstream msg;
+    msg.precision(17);
+    msg << "wrong allreduce result: tensor " << names_[i] << " at step " << step
+        << ": checksum " << got << ", expected " << want;
+    if (bad < out.size()) {
+      msg << " (first bad element " << bad << " = " << out[bad] << ", expected "
+          << ExpectedSum(static_cast<std::int64_t>(bad), step, ranks_) << ")";
+    }
+    msg << " with knobs in force: tuning must never change results";
+    throw std::runtime_error(msg.str());
+  }
+
+ private:
+  std::vector<TensorSpec> tensors_;
+  double flops_per_param_;
+  int rank_;
+  int ranks_;
+  std::vector<float> scratch_;
+  std::vector<std::string> names_;
+  std::vector<std::vector<std::int64_t>> shapes_;
+  std::vector<std::vector<float>> grads_;
+  std::vector<std::vector<float>> reduced_;
+  std::int64_t total_elements_ = 0;
+};
+
+// One backward pass with gradients enqueued as they are produced; waits for
+// every collective. `num_groups` > 0 enqueues contiguous groups of layers
+// with GroupedAllreduce as soon as a group's last-computed member is ready.
+class StepRunner {
+ public:
+  StepRunner(Runtime& rt, SyntheticModel& model) : rt_(rt), model_(model) {}
+
+  void Run(std::int64_t step, int num_groups) {
+    if (num_groups != groups_for_) Regroup(num_groups);
+    handles_.clear();
+    std::size_t next_group = ranges_.size();
+    for (std::size_t i = model_.layers(); i-- > 0;) {
+      model_.Backward(i, step);
+      if (num_groups <= 0) {
+        handles_.push_back(model_.Allreduce(rt_, i));
+      } else if (next_group > 0 && ranges_[next_group - 1].first == i) {
+        --next_group;
+        handles_.push_back(rt_.GroupedAllreduce(
+            group_names_[next_group], members_[next_group], ReduceOp::kSum));
+      }
+    }
+    for (const Handle& h : handles_) WaitOk(h, "gradient allreduce");
+  }
+
+ private:
+  void Regroup(int num_groups) {
+    groups_for_ = num_groups;
+    ranges_.clear();
+    members_.clear();
+    group_names_.clear();
+    if (num_groups <= 0) return;
+    ranges_ = SplitIntoGroups(model_.layers(), num_groups);
+    for (std::size_t g = 0; g < ranges_.size(); ++g) {
+      members_.push_back(
+          model_.GroupMembers(ranges_[g].first, ranges_[g].second));
+      group_names_.push_back(
+          IndexedName(IndexedName("groups", num_groups) + ".", g));
+    }
+  }
+
+  Runtime& rt_;
+  SyntheticModel& model_;
+  int groups_for_ = -1;
+  std::vector<std::pair<std::size_t, std::size_t>> ranges_;
+  std::vector<std::vector<AllreduceTensor>> members_;
+  std::vector<std::string> group_names_;
+  std::vector<Handle> handles_;
+};
+
+struct Window {
+  AutotunePhase phase = AutotunePhase::kOff;
+  bool measured = false;
+  std::int64_t first_step = 0;
+  std::vector<double> step_seconds;
+};
+
+// Splices `value` (already JSON) in as the last member of object `object`.
+std::string JsonWith(std::string object, std::string_view key,
+                     std::string_view value) {
+  object.pop_back();
+  if (object.size() > 1) object += ",";
+  object += "\"" + std::string(key) + "\":" + std::string(value) + "}";
+  return object;
+}
+
+std::string KnobsJson(const KnobSettings& knobs) {
+  std::string json = "{}";
+  for (const KnobSpec& spec : KnobTable()) {
+    std::string value;
+    switch (spec.type) {
+      case KnobType::kCategorical:
+        value = "\"" + knobs.FormatValue(spec.id) + "\"";
+        break;
+      case KnobType::kBool:
+        value = knobs.Get(spec.id) != 0 ? "true" : "false";
+        break;
+      case KnobType::kInteger:
+      case KnobType::kFloat:
+        value = knobs.FormatValue(spec.id);
+        break;
+    }
+    json = JsonWith(std::move(json), spec.name, value);
+  }
+  return json;
+}
+
+std::vector<TensorSpec> LoadTensors(Options& opt) {
+  if (!opt.tensors_file.empty() && !opt.workload.empty()) {
+    throw UsageError(
+        "--tensors: cannot be combined with --workload (give one of them)");
+  }
+  std::vector<TensorSpec> tensors;
+  if (!opt.tensors_file.empty()) {
+    if (!std::filesystem::is_regular_file(opt.tensors_file)) {
+      throw UsageError("--tensors: no such file '" + opt.tensors_file + "'");
+    }
+    tensors = LoadShapesFile(opt.tensors_file);
+    opt.workload = opt.tensors_file;
+  } else {
+    if (opt.workload.empty()) opt.workload = "resnet50";
+    tensors = LoadBuiltinWorkload("--workload", opt.workload, opt.shapes_dir);
+  }
+  ScaleTensors(tensors, opt.scale);
+  return tensors;
+}
+
+void CheckOptions(Options& opt, bool autotune_on) {
+  if (opt.until_frozen && opt.steps > 0) {
+    throw UsageError(
+        "--steps: cannot be combined with --until-frozen (use --max-steps)");
+  }
+  if (opt.until_frozen && !autotune_on) {
+    throw UsageError(
+        "--until-frozen: autotuning is off (set HOROVOD_AUTOTUNE=1)");
+  }
+  if (opt.steps > 0) {
+    if (opt.steps <= opt.warmup_steps) {
+      throw UsageError("--steps: " + std::to_string(opt.steps) +
+                       " leaves nothing to measure after --warmup-steps " +
+                       std::to_string(opt.warmup_steps));
+    }
+    opt.measure_steps = opt.steps - opt.warmup_steps;
+  }
+}
+
+int Main(MpiSession& mpi, int argc, char** argv) {
+  Options opt;
+  opt.shapes_dir = DefaultShapesDir();
+  FlagParser flags(
+      std::string(kProgram),
+      "Emulated data-parallel training: per-layer compute overlapped with "
+      "gradient allreduce. A sample is one example: a step is --batch-size "
+      "samples per rank.");
+  flags.AddString("workload", &opt.workload,
+                  "resnet50, vgg16, bert-base or many-small (1,000 x 4 KiB); "
+                  "default resnet50");
+  flags.AddString("tensors", &opt.tensors_file,
+                  "shapes file instead of --workload: 'name dim0 dim1 ...' "
+                  "per line, forward order");
+  flags.AddString("shapes-dir", &opt.shapes_dir,
+                  "directory of the models' <model>.txt shape files");
+  flags.AddDouble("scale", &opt.scale, 0.0, 1.0, true,
+                  "multiply every tensor's element count (at least 1 kept)");
+  flags.AddDouble("flops-per-param", &opt.flops_per_param, 0.0, 1e6, false,
+                  "backward compute per parameter per step (float "
+                  "multiply-adds count 2)");
+  flags.AddInt("batch-size", &opt.batch_size, 1, 1 << 20,
+               "samples per rank per step (only scales samples/s)");
+  flags.AddInt("steps", &opt.steps, 1, 100000000,
+               "total steps: --warmup-steps, then the rest measured "
+               "(default: warm-up + --measure-steps)");
+  flags.AddInt("warmup-steps", &opt.warmup_steps, 0, 100000000,
+               "steps before measuring when not --until-frozen");
+  flags.AddInt("measure-steps", &opt.measure_steps, 1, 100000000,
+               "steps measured after warm-up, or after tuning froze");
+  flags.AddInt("window-steps", &opt.window_steps, 1, 100000000,
+               "steps per printed throughput window");
+  flags.AddSwitch("until-frozen", &opt.until_frozen,
+                  "with HOROVOD_AUTOTUNE=1: run until tuning froze (at most "
+                  "--max-steps), then --measure-steps more");
+  flags.AddInt("max-steps", &opt.max_steps, 1, 100000000,
+               "with --until-frozen: give up waiting for the freeze after "
+               "this many steps");
+  flags.AddSwitch("allow-grouping", &opt.allow_grouping,
+                  "let the autotuner tune num_groups (grouped allreduce)");
+  flags.AddSwitch("json", &opt.json,
+                  "print one JSON line at the end (windows go to stderr)");
+  if (!flags.Parse(argc, argv)) {
+    if (mpi.rank() == 0) std::cout << flags.Usage();
+    return 0;
+  }
+  SyntheticModel model(LoadTensors(opt), "grad", opt.flops_per_param,
+                       mpi.rank(), mpi.size());
+  const std::size_t layers = model.layers();
+
+  RuntimeOptions rt_options;
+  rt_options.tune_num_groups = opt.allow_grouping;
+  Runtime rt(std::move(rt_options));
+  StepRunner runner(rt, model);
+
+  // Rank 0 alone knows the tuner's phase, and ranks may see a knob update at
+  // different points of their step loop: rank 0 announces both each step so
+  // that every rank groups alike and stops together.
+  auto agree = [&] {
+    int header[2] = {rt.knobs().num_groups(),
+                     static_cast<int>(rt.autotune_status().phase)};
+    MPI_Bcast(header, 2, MPI_INT, 0, MPI_COMM_WORLD);
+    return std::pair{header[0], static_cast<AutotunePhase>(header[1])};
+  };
+  CheckOptions(opt, agree().second != AutotunePhase::kOff);
+
+  const double samples_per_step =
+      static_cast<double>(opt.batch_size) * mpi.size();
+  std::ostream& log = opt.json ? std::cerr : std::cout;
+  if (mpi.rank() == 0) {
+    log << kProgram << ": " << opt.workload << " x" << opt.scale << ", "
+        << layers << " tensors, " << FormatBytes(model.total_bytes())
+        << " of gradients per step, " << opt.flops_per_param << " flops/param, "
+        << mpi.size() << " ranks x batch " << opt.batch_size << " = "
+        << samples_per_step << " samples per step\n"
+        << std::flush;
+  }
+
+  std::vector<Window> windows(1);
+  bool measuring = false;
+  std::int64_t measured = 0;
+  std::int64_t skip = 0;
+  std::int64_t step = 0;
+  AutotunePhase phase = AutotunePhase::kOff;
+  auto close_window = [&] {
+    Window& w = windows.back();
+    if (!w.step_seconds.empty() && mpi.rank() == 0) {
+      const double seconds =
+          std::accumulate(w.step_seconds.begin(), w.step_seconds.end(), 0.0);
+      char line[200];
+      std::snprintf(
+          line, sizeof line,
+          "steps %6lld-%-6lld %-9s %s samples/s %10.1f  step "
+          "%8.2f ms (median)\n",
+          static_cast<long long>(w.first_step),
+          static_cast<long long>(w.first_step + std::ssize(w.step_seconds) - 1),
+          std::string(AutotunePhaseName(w.phase)).c_str(),
+          w.measured ? "measured" : "        ",
+          samples_per_step * std::ssize(w.step_seconds) / seconds,
+          Median(w.step_seconds) * 1e3);
+      log << line << std::flush;
+    }
+    windows.push_back({phase, measuring, step, {}});
+  };
+
+  while (true) {
+    const double t0 = NowSeconds();
+    const auto [num_groups, now_phase] = agree();
+    if (now_phase != phase) {
+      // A phase change (e.g. the freeze) starts a fresh window.
+      phase = now_phase;
+      close_window();
+    }
+    if (!measuring) {
+      bool start = false;
+      if (!opt.until_frozen) {
+        start = step >= opt.warmup_steps;
+      } else if (phase == AutotunePhase::kFrozen) {
+        start = true;
+        skip = 1;  // the step that applies the frozen knobs
+      } else if (step >= opt.max_steps) {
+        start = true;
+        if (mpi.rank() == 0) {
+          std::cerr << kProgram << ": warning: tuning did not freeze within "
+                    << "--max-steps " << opt.max_steps << " (phase "
+                    << AutotunePhaseName(phase) << "); measuring anyway\n";
+        }
+      }
+      if (start) {
+        measuring = true;
+        close_window();
+      }
+    }
+    if (measuring && measured == opt.measure_steps) break;
+
+    runner.Run(step, num_groups);
+    model.Verify(static_cast<std::size_t>(step) % layers, step);
+    rt.MarkStep();
+    const double seconds = NowSeconds() - t0;
+
+    ++step;
+    if (measuring && skip > 0) {
+      --skip;
+      close_window();
+      continue;
+    }
+    if (measuring) ++measured;
+    windows.back().step_seconds.push_back(seconds);
+    if (std::ssize(windows.back().step_seconds) == opt.window_steps) {
+      close_window();
+    }
+  }
+  close_window();
+
+  // After a freeze, only frozen windows count; otherwise all measured ones.
+  const bool any_frozen =
+      std::any_of(windows.begin(), windows.end(), [](const Window& w) {
+        return w.measured && !w.step_seconds.empty() &&
+               w.phase == AutotunePhase::kFrozen;
+      });
+  std::vector<double> rates;
+  std::vector<double> step_seconds;
+  for (const Window& w : windows) {
+    if (!w.measured || w.step_seconds.empty()) continue;
+    if (any_frozen && w.phase != AutotunePhase::kFrozen) continue;
+    const double seconds =
+        std::accumulate(w.step_seconds.begin(), w.step_seconds.end(), 0.0);
+    rates.push_back(samples_per_step * std::ssize(w.step_seconds) / seconds);
+    step_seconds.insert(step_seconds.end(), w.step_seconds.begin(),
+                        w.step_seconds.end());
+  }
+  const AutotuneStatus status = rt.autotune_status();
+  const KnobSettings knobs = rt.knobs();
+  rt.Shutdown();
+  if (mpi.rank() != 0) return 0;
+
+  // The tuner scores bytes reduced per second of step; every step reduces
+  // the same bytes, so a score converts to samples/s exactly.
+  const double per_byte =
+      samples_per_step / static_cast<double>(model.total_bytes());
+  const double samples_per_sec = Median(rates);
+  log << "throughput: " << samples_per_sec << " samples/s (median of "
+      << rates.size() << " windows" << (any_frozen ? " after the freeze" : "")
+      << "), step " << Median(step_seconds) * 1e3 << " ms median\n"
+      << "knobs: " << knobs.ToString() << "\n";
+  if (status.phase != AutotunePhase::kOff) {
+    log << "autotune: " << AutotunePhaseName(status.phase) << " after "
+        << status.samples << " samples; initial "
+        << status.default_score * per_byte << " samples/s, best "
+        << status.best_score * per_byte << " samples/s (tuner's scores)\n";
+  }
+  log << std::flush;
+  if (!opt.json) return 0;
+
+  std::string autotune =
+      JsonRow()
+          .Add("phase", AutotunePhaseName(status.phase))
+          .Add("samples", status.samples)
+          .Add("best_score", status.best_score)
+          .Add("default_score", status.default_score)
+          .Add("best_samples_per_sec", status.best_score * per_byte)
+          .Add("default_samples_per_sec", status.default_score * per_byte)
+          .str();
+  std::string tuned = "[";
+  for (const std::string& name : status.tuned_knobs) {
+    tuned += (tuned.size() > 1 ? ",\"" : "\"") + name + "\"";
+  }
+  autotune = JsonWith(std::move(autotune), "tuned_knobs", tuned + "]");
+  std::string row =
+      JsonRow()
+          .Add("workload", opt.workload)
+          .Add("ranks", mpi.size())
+          .Add("batch_size", opt.batch_size)
+          .Add("tensors", static_cast<std::int64_t>(layers))
+          .Add("bytes_per_step", model.total_bytes())
+          .Add("steps", step)
+          .Add("measured_steps", static_cast<std::int64_t>(step_seconds.size()))
+          .Add("samples_per_sec", samples_per_sec)
+          .Add("step_time_ms_median", Median(step_seconds) * 1e3)
+          .str();
+  row = JsonWith(std::move(row), "config", KnobsJson(knobs));
+  row = JsonWith(std::move(row), "autotune", autotune);
+  std::cout << row << "\n" << std::flush;
+  return 0;
+}
+
+}  // namespace
+}  // namespace hvdtune::bench
+
+int main(int argc, char** argv) {
+  // Without MPI: the allreduce algorithms this build has, for grid scripts.
+  if (argc == 2 && std::string_view(argv[1]) == "--list-algorithms") {
+    for (std::string_view a : hvdtune::kAllreduceAlgorithmChoices) {
+      std::cout << a << "\n";
+    }
+    return 0;
+  }
+  return hvdtune::bench::RunBenchMain(argc, argv, hvdtune::bench::kProgram,
+                                      hvdtune::bench::Main);
+}

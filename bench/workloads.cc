@@ -1,0 +1,54 @@
+#include "workloads.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "bench_common.h"
+
+// HVDTUNE_BENCH_DATA_DIR and HVDTUNE_BENCH_INSTALLED_DATA_DIR come from
+// bench/CMakeLists.txt.
+
+namespace hvdtune::bench {
+namespace {
+
+constexpr int kManySmallCount = 1000;
+constexpr std::int64_t kManySmallFloats = 1024;  // 4 KiB each
+
+}  // namespace
+
+std::string DefaultShapesDir() {
+  const std::filesystem::path source_tree = HVDTUNE_BENCH_DATA_DIR;
+  return std::filesystem::is_directory(source_tree)
+             ? source_tree.string()
+             : std::string(HVDTUNE_BENCH_INSTALLED_DATA_DIR);
+}
+
+std::vector<TensorSpec> LoadBuiltinWorkload(std::string_view flag,
+                                            std::string_view name,
+                                            const std::string& shapes_dir) {
+  if (std::find(kWorkloadNames.begin(), kWorkloadNames.end(), name) ==
+      kWorkloadNames.end()) {
+    std::string known;
+    for (std::string_view w : kWorkloadNames) {
+      known += (known.empty() ? "" : ", ") + std::string(w);
+    }
+    throw UsageError(std::string(flag) + ": unknown workload '" +
+                     std::string(name) + "' (expected one of " + known +
+                     ", or --tensors FILE)");
+  }
+  if (name == "many-small") {
+    std::vector<TensorSpec> tensors;
+    tensors.reserve(kManySmallCount);
+    for (int i = 0; i < kManySmallCount; ++i) {
+      tensors.push_back({IndexedName("small", i), kManySmallFloats});
+    }
+    return tensors;
+  }
+  // The data files use underscores ("bert_base.txt").
+  std::string file(name);
+  std::replace(file.begin(), file.end(), '-', '_');
+  return LoadShapesFile(
+      (std::filesystem::path(shapes_dir) / (file + ".txt")).string());
+}
+
+}  // namespace hvdtune::bench

@@ -1,0 +1,30 @@
+// Gradient lists of the synthetic training workloads: real models' parameter
+// shapes (data/<model>.txt), many small tensors, or a user's shapes file.
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gradient_set.h"
+
+namespace hvdtune::bench {
+
+/// Built-in workload names, as --workload accepts them.
+inline constexpr std::array<std::string_view, 4> kWorkloadNames = {
+    "resnet50", "vgg16", "bert-base", "many-small"};
+
+/// The directory holding the model shape files: the source tree's data/
+/// when it exists (running from the build tree), else the installed copy.
+std::string DefaultShapesDir();
+
+/// The parameter tensors of built-in workload `name`, in forward order
+/// (backward produces them last to first). `many-small` is 1,000 tensors of
+/// 4 KiB; the models are read from `shapes_dir`. Throws UsageError naming
+/// `flag` for an unknown name, std::runtime_error for a bad file.
+std::vector<TensorSpec> LoadBuiltinWorkload(std::string_view flag,
+                                            std::string_view name,
+                                            const std::string& shapes_dir);
+
+}  // namespace hvdtune::bench
