@@ -1,0 +1,190 @@
+#!/usr/bin/python3
+"""Exhaustive grid over the knobs the online autotuner tunes, then autotuned
+runs, on one synthetic_train workload.
+
+Every grid point is one synthetic_train run under mpirun with the knobs pinned
+through their environment variables (HOROVOD_AUTOTUNE off); its throughput is
+the median of its measured windows, and the point's value is the median over
+--repeats runs. Repeats are interleaved (every point once, in a shuffled order,
+then again) so that the machine's noise lands on all points alike. The
+default configuration (no variable set) is measured the same way. Then
+--tune-runs runs with HOROVOD_AUTOTUNE=1 --until-frozen report the frozen
+configuration's throughput, as a percentage of the grid's best and of the
+default.
+
+Standard library only. Example:
+  /usr/bin/python3 bench/autotune_grid.py --build build --workload many-small
+"""
+
+import argparse
+import itertools
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MIB = 1 << 20
+
+
+def parse_list(flag, text, convert):
+    try:
+        values = [convert(v) for v in text.split(",")]
+    except ValueError:
+        sys.exit(f"autotune_grid: {flag}: invalid list '{text}'")
+    if not values:
+        sys.exit(f"autotune_grid: {flag}: empty list")
+    return values
+
+
+def run_trainer(args, env_vars, extra):
+    """One synthetic_train run; returns its JSON row."""
+    cmd = [os.path.join(ROOT, "tools", "mpirun.sh"), "-np", str(args.np)]
+    env = dict(os.environ)
+    for key, value in env_vars.items():
+        env[key] = value
+        cmd += ["-x", key]
+    cmd += [args.trainer, "--workload", args.workload, "--scale",
+            str(args.scale), "--json"] + extra + args.trainer_args
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                          check=False)
+    rows = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    if proc.returncode != 0 or not rows:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        sys.exit(f"autotune_grid: run failed (exit {proc.returncode}): "
+                 + " ".join(f"{k}={v}" for k, v in env_vars.items()))
+    return json.loads(rows[-1])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build", default=os.path.join(ROOT, "build"),
+                   help="build directory holding bench/synthetic_train")
+    p.add_argument("--workload", default="many-small")
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--np", type=int, default=4)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--tune-runs", type=int, default=3)
+    p.add_argument("--fusion-mib", default="1,4,16,64,128",
+                   help="fusion thresholds in MiB (comma-separated)")
+    p.add_argument("--cycle-ms", default="0.5,1,2,5,10",
+                   help="cycle times in ms (comma-separated)")
+    p.add_argument("--algorithms", default="",
+                   help="allreduce algorithms (default: all in this build)")
+    p.add_argument("--cache", default="on,off",
+                   help="response cache settings: on (1024 entries), off")
+    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--measure-steps", type=int, default=20)
+    p.add_argument("--json-out", default="",
+                   help="also write every run's JSON row to this file")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("trainer_args", nargs="*",
+                   help="after --: extra synthetic_train flags")
+    args = p.parse_args()
+    args.trainer = os.path.join(args.build, "bench", "synthetic_train")
+    if not os.access(args.trainer, os.X_OK):
+        sys.exit(f"autotune_grid: --build: no {args.trainer} "
+                 "(build it first: tools/build.sh)")
+    if args.repeats < 1 or args.tune_runs < 0:
+        sys.exit("autotune_grid: --repeats must be >= 1, --tune-runs >= 0")
+
+    fusion = parse_list("--fusion-mib", args.fusion_mib, float)
+    cycle = parse_list("--cycle-ms", args.cycle_ms, float)
+    known = subprocess.run([args.trainer, "--list-algorithms"],
+                           capture_output=True, text=True,
+                           check=True).stdout.split()
+    algorithms = (parse_list("--algorithms", args.algorithms, str)
+                  if args.algorithms else known)
+    for a in algorithms:
+        if a not in known:
+            sys.exit(f"autotune_grid: --algorithms: unknown '{a}' "
+                     f"(this build has: {' '.join(known)})")
+    caches = parse_list("--cache", args.cache, str)
+    for c in caches:
+        if c not in ("on", "off"):
+            sys.exit(f"autotune_grid: --cache: invalid '{c}' (on, off)")
+
+    points = list(itertools.product(fusion, cycle, algorithms, caches))
+    fixed = ["--warmup-steps", str(args.warmup_steps), "--measure-steps",
+             str(args.measure_steps)]
+    print(f"# {args.workload} x{args.scale} on {args.np} ranks: "
+          f"{len(points)} grid points + default, {args.repeats} repeats, "
+          f"then {args.tune_runs} autotuned runs", flush=True)
+    log = open(args.json_out, "w") if args.json_out else None
+    rng = random.Random(args.seed)
+    results = {pt: [] for pt in points}
+    default = []
+    start = time.time()
+    for rep in range(args.repeats):
+        order = points + ["default"]
+        rng.shuffle(order)
+        for pt in order:
+            if pt == "default":
+                env = {"HOROVOD_AUTOTUNE": "0"}
+            else:
+                f, c, a, cache = pt
+                env = {"HOROVOD_AUTOTUNE": "0",
+                       "HOROVOD_FUSION_THRESHOLD": str(int(f * MIB)),
+                       "HOROVOD_CYCLE_TIME": f"{c:g}",
+                       "HVDTUNE_ALLREDUCE_ALGORITHM": a,
+                       "HOROVOD_CACHE_CAPACITY":
+                           "1024" if cache == "on" else "0"}
+            row = run_trainer(args, env, fixed)
+            if log:
+                log.write(json.dumps({"point": str(pt), "row": row}) + "\n")
+            (default if pt == "default" else results[pt]).append(
+                row["samples_per_sec"])
+        print(f"# repeat {rep + 1}/{args.repeats} done after "
+              f"{time.time() - start:.0f} s", flush=True)
+
+    median = {pt: statistics.median(v) for pt, v in results.items()}
+    best = max(points, key=lambda pt: median[pt])
+    default_med = statistics.median(default)
+    print(f"\n{'fusion_MiB':>10} {'cycle_ms':>8} {'algorithm':>10} "
+          f"{'cache':>5} {'samples/s':>10}  runs")
+    for pt in sorted(points):
+        f, c, a, cache = pt
+        mark = "  <- best" if pt == best else ""
+        runs = " ".join(f"{v:.0f}" for v in results[pt])
+        print(f"{f:>10g} {c:>8g} {a:>10} {cache:>5} {median[pt]:>10.1f}  "
+              f"{runs}{mark}")
+    print(f"\ndefault (no variable set): {default_med:.1f} samples/s "
+          f"(runs {' '.join(f'{v:.0f}' for v in default)})")
+    print(f"grid best: fusion {best[0]:g} MiB, cycle {best[1]:g} ms, "
+          f"{best[2]}, cache {best[3]}: {median[best]:.1f} samples/s",
+          flush=True)
+
+    tuned = []
+    for i in range(args.tune_runs):
+        row = run_trainer(args, {"HOROVOD_AUTOTUNE": "1"},
+                          ["--until-frozen", "--measure-steps",
+                           str(max(args.measure_steps, 30))])
+        if log:
+            log.write(json.dumps({"point": "autotune", "row": row}) + "\n")
+        tuned.append(row["samples_per_sec"])
+        at, cfg = row["autotune"], row["config"]
+        print(f"autotune run {i + 1}: {at['phase']} after {at['samples']} "
+              f"samples, {row['steps']} steps: "
+              f"{row['samples_per_sec']:.1f} samples/s with fusion "
+              f"{cfg['fusion_threshold'] / MIB:.2f} MiB, cycle "
+              f"{cfg['cycle_time']:.3g} ms, {cfg['allreduce_algorithm']}, "
+              f"cache {cfg['cache_capacity']}, ring segment "
+              f"{cfg['ring_segment_bytes']}", flush=True)
+    if tuned:
+        t = statistics.median(tuned)
+        print(f"\nautotuned (median of {len(tuned)}): {t:.1f} samples/s = "
+              f"{100 * t / median[best]:.1f}% of the grid best, "
+              f"{100 * t / default_med:.1f}% of the default")
+        print(f"targets: >= 95% of grid best: "
+              f"{'PASS' if t >= 0.95 * median[best] else 'MISS'}; "
+              f">= default: {'PASS' if t >= default_med else 'MISS'}")
+    print(f"# total {time.time() - start:.0f} s")
+    if log:
+        log.close()
+
+
+if __name__ == "__main__":
+    main()
