@@ -15,11 +15,13 @@ class Maximizer {
  public:
   Maximizer(const GaussianProcess& gp, const AcquisitionSettings& acquisition,
             double best, const std::vector<int>& counts,
+            const std::vector<int>& fixed,
             const AcquisitionOptimizerSettings& settings)
       : gp_(gp),
         acquisition_(acquisition),
         best_(best),
         counts_(counts),
+        fixed_(fixed),
         settings_(settings),
         num_cont_(gp.num_continuous()) {}
 
@@ -49,12 +51,13 @@ class Maximizer {
     return result;
   }
 
-  // Tries every value of each categorical coordinate in turn, then refines
-  // the continuous part again if a category changed.
+  // Tries every value of each free categorical coordinate in turn, then
+  // refines the continuous part again if a category changed.
   AcquisitionMaximum Polish(AcquisitionMaximum m) const {
     for (int round = 0; round < 2; ++round) {
       bool changed = false;
       for (std::size_t c = 0; c < counts_.size(); ++c) {
+        if (!fixed_.empty() && fixed_[c] >= 0) continue;
         const int idx = num_cont_ + static_cast<int>(c);
         Eigen::VectorXd trial = m.x;
         for (int level = 0; level < counts_[c]; ++level) {
@@ -78,6 +81,7 @@ class Maximizer {
   const AcquisitionSettings& acquisition_;
   double best_;
   const std::vector<int>& counts_;
+  const std::vector<int>& fixed_;
   const AcquisitionOptimizerSettings& settings_;
   int num_cont_;
 };
@@ -88,10 +92,12 @@ AcquisitionMaximum MaximizeAcquisition(
     const GaussianProcess& gp, const AcquisitionSettings& acquisition,
     double best, const std::vector<int>& category_counts,
     const std::vector<Eigen::VectorXd>& anchors,
-    const AcquisitionOptimizerSettings& settings, std::mt19937_64& rng) {
+    const AcquisitionOptimizerSettings& settings, std::mt19937_64& rng,
+    const std::vector<int>& fixed_categories) {
   const int num_cont = gp.num_continuous();
   const int dim = num_cont + static_cast<int>(category_counts.size());
-  Maximizer maximizer(gp, acquisition, best, category_counts, settings);
+  Maximizer maximizer(gp, acquisition, best, category_counts, fixed_categories,
+                      settings);
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   std::normal_distribution<double> normal(0.0, settings.perturbation_sd);
 
@@ -135,6 +141,12 @@ AcquisitionMaximum MaximizeAcquisition(
     }
   }
   if (candidates.empty()) return {Eigen::VectorXd::Zero(dim), 0.0};
+  // Held categories are imposed after drawing, so the random stream (and
+  // hence every unconstrained search) is the same either way.
+  for (std::size_t c = 0; c < fixed_categories.size(); ++c) {
+    if (fixed_categories[c] < 0) continue;
+    for (Eigen::VectorXd& x : candidates) x[num_cont + c] = fixed_categories[c];
+  }
 
   std::vector<double> values(candidates.size());
   for (std::size_t i = 0; i < candidates.size(); ++i) {

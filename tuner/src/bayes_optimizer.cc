@@ -27,6 +27,8 @@ void VisitSettings(BayesOptSettings& s, F&& f) {
   f("refit_every_until", s.refit_every_until);
   f("refit_growth", s.refit_growth);
   f("num_anchors", s.num_anchors);
+  f("category_probe_period", s.category_probe_period);
+  f("category_probe_share", s.category_probe_share);
   f("acquisition.xi", s.acquisition.xi);
   f("acquisition.ucb_beta", s.acquisition.ucb_beta);
   auto& ao = s.acquisition_optimizer;
@@ -110,6 +112,8 @@ BayesianOptimizer::BayesianOptimizer(SearchSpace space,
   }
   if (settings_.initial_design_size < 0 || settings_.max_evaluations < 0 ||
       settings_.stop_patience < 1 || !(settings_.refit_growth >= 0) ||
+      settings_.category_probe_period < 0 ||
+      !(settings_.category_probe_share >= 0) ||
       !(settings_.gp.noise_floor > 0)) {
     throw std::invalid_argument("BayesianOptimizer: invalid settings");
   }
@@ -168,9 +172,26 @@ Config BayesianOptimizer::Suggest() {
   for (int i = 0; i < std::min(n, settings_.num_anchors); ++i) {
     anchors.push_back(gp_.inputs().col(ranked[i].second));
   }
+  // A category probe improves on the best of its own category, so it
+  // searches within that category rather than only for its uncertainty.
+  const std::vector<int> held = CategoryToProbe();
+  double incumbent = ranked[0].first;
+  if (!held.empty()) {
+    const int num_cont = space_.num_continuous();
+    for (const auto& [mean, i] : ranked) {
+      bool match = true;
+      for (std::size_t c = 0; c < held.size(); ++c) {
+        match &= held[c] < 0 || gp_.inputs()(num_cont + c, i) == held[c];
+      }
+      if (match) {
+        incumbent = mean;
+        break;
+      }
+    }
+  }
   const AcquisitionMaximum best = MaximizeAcquisition(
-      gp_, settings_.acquisition, ranked[0].first, space_.CategoryCounts(),
-      anchors, settings_.acquisition_optimizer, rng_);
+      gp_, settings_.acquisition, incumbent, space_.CategoryCounts(), anchors,
+      settings_.acquisition_optimizer, rng_, held);
   last_acquisition_ = best.value;
 
   if (settings_.stop_ei_threshold > 0) {
@@ -185,6 +206,39 @@ Config BayesianOptimizer::Suggest() {
     low_ei_rounds_ = ei < settings_.stop_ei_threshold ? low_ei_rounds_ + 1 : 0;
   }
   return space_.FromUnit(best.x);
+}
+
+std::vector<int> BayesianOptimizer::CategoryToProbe() const {
+  const int period = settings_.category_probe_period;
+  // Model-guided suggestions so far; the first probe comes after `period`
+  // + 1 of them, so the model has seen the leading category's shape.
+  const int guided =
+      static_cast<int>(observations_.size()) - InitialDesignSize();
+  if (period <= 0 || guided <= period || (guided - period - 1) % period != 0) {
+    return {};
+  }
+  const std::vector<int> counts = space_.CategoryCounts();
+  const std::vector<std::size_t>& index = space_.categorical_indices();
+  // The least-observed (dimension, value) below its share of the most
+  // observed value of the same dimension; ties go to the first in order.
+  int fewest = std::numeric_limits<int>::max();
+  std::vector<int> held;
+  for (std::size_t c = 0; c < counts.size(); ++c) {
+    std::vector<int> seen(counts[c], 0);
+    for (const Observation& o : observations_) {
+      ++seen[static_cast<int>(o.config[index[c]])];
+    }
+    const int most = *std::max_element(seen.begin(), seen.end());
+    for (int level = 0; level < counts[c]; ++level) {
+      if (seen[level] < settings_.category_probe_share * most &&
+          seen[level] < fewest) {
+        fewest = seen[level];
+        held.assign(counts.size(), -1);
+        held[c] = level;
+      }
+    }
+  }
+  return held;
 }
 
 void BayesianOptimizer::Observe(const Config& config, double score) {
@@ -338,6 +392,8 @@ BayesianOptimizer BayesianOptimizer::FromJson(const std::string& text) {
   settings.acquisition.kind =
       AcquisitionFromName(s.at("acquisition.kind").AsString());
   VisitSettings(settings, [&](const char* name, auto& value) {
+    // A setting added after a state was written keeps its default.
+    if (!s.has(name)) return;
     using T = std::decay_t<decltype(value)>;
     if constexpr (std::is_same_v<T, bool>) {
       value = s.at(name).AsBool();

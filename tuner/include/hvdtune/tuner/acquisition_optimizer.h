@@ -35,10 +35,15 @@ struct AcquisitionMaximum {
 /// of the given `category_counts`. `anchors` (e.g. the best observed unit
 /// points) seed local perturbations. NLopt failures fall back to the best
 /// point evaluated; never throws on numerical trouble.
+///
+/// `fixed_categories`, when non-empty, has one entry per categorical
+/// coordinate: a category index holds that coordinate at that value (the
+/// maximum is then taken over the rest of the space), -1 leaves it free.
 AcquisitionMaximum MaximizeAcquisition(
     const GaussianProcess& gp, const AcquisitionSettings& acquisition,
     double best, const std::vector<int>& category_counts,
     const std::vector<Eigen::VectorXd>& anchors,
-    const AcquisitionOptimizerSettings& settings, std::mt19937_64& rng);
+    const AcquisitionOptimizerSettings& settings, std::mt19937_64& rng,
+    const std::vector<int>& fixed_categories = {});
 
 }  // namespace hvdtune::tuner

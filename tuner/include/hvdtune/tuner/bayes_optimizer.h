@@ -44,6 +44,18 @@ struct BayesOptSettings {
   double refit_growth = 0.1;
   /// How many of the best observed points anchor local acquisition search.
   int num_anchors = 3;
+  /// Category probes. A few unlucky design points can make a whole value
+  /// of a categorical knob look poor, and log EI then never returns to it;
+  /// the shared kernel cannot tell that a knob matters only for one value.
+  /// So once `category_probe_period` + 1 model-guided suggestions have been
+  /// made, every `category_probe_period`-th one goes to the least-observed
+  /// categorical value whose observation count is below
+  /// `category_probe_share` times that of its dimension's most-observed
+  /// value: the acquisition is maximised with that value held, against the
+  /// best posterior mean within it. At most one suggestion in
+  /// `category_probe_period` is spent this way; 0 disables.
+  int category_probe_period = 3;
+  double category_probe_share = 0.5;
   AcquisitionSettings acquisition;
   AcquisitionOptimizerSettings acquisition_optimizer;
   GpSettings gp;
@@ -74,8 +86,9 @@ class BayesianOptimizer {
   void SeedDesign(const std::vector<Config>& configs);
 
   /// Next configuration to evaluate: seeded points, then the initial
-  /// design, then the acquisition maximiser. Always valid for the space
-  /// (bounds, integer rounding, pinned values).
+  /// design, then the acquisition maximiser (now and then within an
+  /// under-sampled category value, see category_probe_period). Always valid for
+  /// the space (bounds, integer rounding, pinned values).
   Config Suggest();
 
   /// Records the score of a configuration (need not have been suggested:
@@ -121,6 +134,9 @@ class BayesianOptimizer {
   void SyncModel(std::mt19937_64* rng) const;
   Eigen::MatrixXd UnitMatrix(int count) const;
   Config RandomConfig();
+  // Categorical coordinate values to hold for the next suggestion (-1: free),
+  // or empty when this suggestion is not a category probe.
+  std::vector<int> CategoryToProbe() const;
 
   SearchSpace space_;
   BayesOptSettings settings_;
