@@ -13,22 +13,28 @@ HVDTUNE_BUILD_DIR=$build "$root/tools/build.sh"
 
 ranks=4
 args=(--workload resnet50 --scale 0.1 --batch-size 32 --json)
-train() { "$root/tools/mpirun.sh" -np "$ranks" "$@" "$build/bench/synthetic_train" "${args[@]}"; }
+# Runs the trainer with HOROVOD_AUTOTUNE=$1 on every rank; the rest are flags.
+train() {
+  local autotune=$1
+  shift
+  HOROVOD_AUTOTUNE=$autotune "$root/tools/mpirun.sh" -np "$ranks" -x HOROVOD_AUTOTUNE \
+    "$build/bench/synthetic_train" "${args[@]}" "$@"
+}
 # The JSON line's numeric field $2 of object text $1.
 field() { sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p" <<<"$1" | head -n 1; }
 
 echo
 echo "== synthetic training, resnet50 x0.1, $ranks ranks: default knobs =="
-default=$(HOROVOD_AUTOTUNE=0 train -x HOROVOD_AUTOTUNE --warmup-steps 10 --measure-steps 60)
+default=$(train 0 --warmup-steps 10 --measure-steps 60)
 echo "$default"
 echo
 echo "== the same with HOROVOD_AUTOTUNE=1, until tuning froze =="
-tuned=$(HOROVOD_AUTOTUNE=1 train -x HOROVOD_AUTOTUNE --until-frozen --max-steps 600 --measure-steps 60)
+tuned=$(train 1 --until-frozen --max-steps 600 --measure-steps 60)
 echo "$tuned"
 
 d=$(field "$default" samples_per_sec)
 t=$(field "$tuned" samples_per_sec)
-config=$(sed -n 's/.*"config":{\([^}]*\)}.*/\1/p' <<<"$tuned" | tr -d '"' | tr ',' ' ')
+config=$(sed -n 's/.*"config":{\([^}]*\)}.*/\1/p' <<<"$tuned" | tr -d '"' | tr ',:' ' =')
 phase=$(sed -n 's/.*"phase":"\([a-z]*\)".*/\1/p' <<<"$tuned")
 samples=$(sed -n 's/.*"autotune":{[^}]*"samples":\([0-9]*\).*/\1/p' <<<"$tuned")
 echo
