@@ -5,6 +5,8 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "hvdtune/status.h"
 #include "runtime_impl.h"
@@ -158,6 +160,60 @@ TEST(KnobTable, ReadmeDocumentsEveryKnob) {
               std::string::npos)
         << it->second;
   }
+}
+
+// HOROVOD_HIERARCHICAL_ALLREDUCE keeps Horovod's meaning and pins the
+// algorithm knob; with HVDTUNE_ALLREDUCE_ALGORITHM the two must agree.
+TEST(KnobParsing, HorovodHierarchicalAllreducePinsTheAlgorithm) {
+  const KnobConfig on =
+      ParseKnobsFromEnv(MapEnv({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"}}));
+  EXPECT_EQ(on.values.allreduce_algorithm_name(), "hierarchical");
+  EXPECT_TRUE(on.pinned[static_cast<int>(KnobId::kAllreduceAlgorithm)]);
+  const KnobConfig off =
+      ParseKnobsFromEnv(MapEnv({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"}}));
+  EXPECT_EQ(off.values.allreduce_algorithm_name(), "native");
+  EXPECT_TRUE(off.pinned[static_cast<int>(KnobId::kAllreduceAlgorithm)]);
+  // Agreeing settings are accepted; "not hierarchical" allows ring.
+  EXPECT_EQ(ParseKnobsFromEnv(
+                MapEnv({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "true"},
+                        {"HVDTUNE_ALLREDUCE_ALGORITHM", "hierarchical"}}))
+                .values.allreduce_algorithm_name(),
+            "hierarchical");
+  EXPECT_EQ(ParseKnobsFromEnv(MapEnv({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"},
+                                      {"HVDTUNE_ALLREDUCE_ALGORITHM", "ring"}}))
+                .values.allreduce_algorithm_name(),
+            "ring");
+  EXPECT_EQ(ParseKnobsFromEnv(MapEnv({{"HVDTUNE_ALLREDUCE_ALGORITHM", "ring"}}))
+                .values.allreduce_algorithm_name(),
+            "ring");
+}
+
+TEST(KnobParsing, HorovodHierarchicalAllreduceConflictNamesBothVariables) {
+  for (const auto& [horovod, hvdtune] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"1", "ring"}, {"1", "native"}, {"0", "hierarchical"}}) {
+    const std::string msg =
+        ConfigErrorOf({{"HOROVOD_HIERARCHICAL_ALLREDUCE", horovod},
+                       {"HVDTUNE_ALLREDUCE_ALGORITHM", hvdtune}});
+    EXPECT_NE(msg.find("HOROVOD_HIERARCHICAL_ALLREDUCE=" + horovod),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("HVDTUNE_ALLREDUCE_ALGORITHM=" + hvdtune),
+              std::string::npos)
+        << msg;
+  }
+  const std::string bad =
+      ConfigErrorOf({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "yes"}});
+  EXPECT_NE(bad.find("HOROVOD_HIERARCHICAL_ALLREDUCE"), std::string::npos)
+      << bad;
+  EXPECT_NE(bad.find("'yes'"), std::string::npos) << bad;
+}
+
+TEST(KnobTable, AlgorithmChoicesAreNativeRingHierarchical) {
+  EXPECT_EQ(kAllreduceAlgorithmChoices.size(), 3u);
+  EXPECT_EQ(kAllreduceAlgorithmChoices[0], "native");
+  EXPECT_EQ(kAllreduceAlgorithmChoices[1], "ring");
+  EXPECT_EQ(kAllreduceAlgorithmChoices[2], "hierarchical");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 
 #include "hvdtune/status.h"
 
@@ -60,7 +61,12 @@ const std::array<KnobSpec, kNumKnobs> kTable = {{
      "HVDTUNE_ALLREDUCE_ALGORITHM", KnobType::kCategorical,
      KnobScale::kCategorical, 0, 0, kAllreduceAlgorithmChoices.size() - 1, 0,
      kAllreduceAlgorithmChoices.size() - 1, true, kAllreduceAlgorithmChoices,
-     "", "Allreduce algorithm: native = the MPI library's own MPI_Allreduce."},
+     "",
+     "Allreduce algorithm: native = the MPI library's own MPI_Allreduce; "
+     "ring = pipelined ring on point-to-point (segment: ring_segment_bytes); "
+     "hierarchical = reduce-scatter inside each node, allreduce across "
+     "nodes, allgather inside each node. HOROVOD_HIERARCHICAL_ALLREDUCE=1 "
+     "pins it to hierarchical, =0 to native."},
     {KnobId::kRingSegmentBytes,
      "ring_segment_bytes",
      "HVDTUNE_RING_SEGMENT_BYTES",
@@ -257,6 +263,47 @@ double ParseKnobValue(const KnobSpec& spec, std::string_view text) {
   return spec.default_value;
 }
 
+namespace {
+
+double AlgorithmIndex(std::string_view name) {
+  for (std::size_t i = 0; i < kAllreduceAlgorithmChoices.size(); ++i) {
+    if (kAllreduceAlgorithmChoices[i] == name) return static_cast<double>(i);
+  }
+  throw std::logic_error("unknown allreduce algorithm");
+}
+
+// Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE keeps its meaning: 1 pins the
+// algorithm knob to hierarchical, 0 to the library's own allreduce (native).
+// Set together with HVDTUNE_ALLREDUCE_ALGORITHM, the two must agree: 1 only
+// with hierarchical; 0 ("not hierarchical") with native or ring, and then
+// the explicit algorithm is used.
+void ApplyHierarchicalAllreduce(const EnvLookup& env, KnobConfig& config) {
+  constexpr std::string_view kVar = "HOROVOD_HIERARCHICAL_ALLREDUCE";
+  const std::optional<std::string> text = env(kVar);
+  if (!text) return;
+  const bool on = ParseBoolSetting(kVar, *text);
+  const KnobSpec& spec = GetKnobSpec(KnobId::kAllreduceAlgorithm);
+  const int k = static_cast<int>(KnobId::kAllreduceAlgorithm);
+  const double hierarchical = AlgorithmIndex("hierarchical");
+  if (config.pinned[k]) {
+    const double chosen = config.values.Get(KnobId::kAllreduceAlgorithm);
+    if (on != (chosen == hierarchical)) {
+      std::ostringstream os;
+      os << kVar << "=" << *text << " conflicts with " << spec.env << "="
+         << config.values.FormatValue(KnobId::kAllreduceAlgorithm) << ": "
+         << kVar << "=1 means " << spec.env << "=hierarchical and " << kVar
+         << "=0 any other algorithm; set one of the two, or make them agree";
+      throw ConfigError(os.str());
+    }
+    return;
+  }
+  config.values.Set(KnobId::kAllreduceAlgorithm,
+                    on ? hierarchical : AlgorithmIndex("native"));
+  config.pinned[k] = true;
+}
+
+}  // namespace
+
 KnobConfig ParseKnobsFromEnv(const EnvLookup& env) {
   KnobConfig config;
   for (const auto& spec : kTable) {
@@ -265,6 +312,7 @@ KnobConfig ParseKnobsFromEnv(const EnvLookup& env) {
     config.values.Set(spec.id, ParseKnobValue(spec, *text));
     config.pinned[static_cast<int>(spec.id)] = true;
   }
+  ApplyHierarchicalAllreduce(env, config);
   return config;
 }
 

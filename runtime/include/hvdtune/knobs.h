@@ -32,8 +32,10 @@ enum class KnobScale { kLinear, kLog, kCategorical };
 
 /// The allreduce algorithm knob's choices, in the order of its categorical
 /// index. The runtime's algorithm registry names the same strings.
-inline constexpr std::array<std::string_view, 1> kAllreduceAlgorithmChoices = {
-    "native"};
+/// native = the backend library's own allreduce; ring = hvdtune's pipelined
+/// ring on point-to-point; hierarchical = inside nodes, then across them.
+inline constexpr std::array<std::string_view, 3> kAllreduceAlgorithmChoices = {
+    "native", "ring", "hierarchical"};
 
 struct KnobSpec {
   KnobId id;

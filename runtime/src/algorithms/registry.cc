@@ -1,13 +1,17 @@
 #include <stdexcept>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/hierarchical.h"
 #include "algorithms/native.h"
+#include "algorithms/ring.h"
 
 namespace hvdtune::internal {
 
 std::vector<std::unique_ptr<AllreduceAlgorithm>> MakeAllreduceAlgorithms() {
   std::vector<std::unique_ptr<AllreduceAlgorithm>> all;
   all.push_back(std::make_unique<NativeAllreduce>());
+  all.push_back(std::make_unique<RingAllreduce>());
+  all.push_back(std::make_unique<HierarchicalAllreduce>());
   // The knob's choices and this list must name the same algorithms in the
   // same order.
   if (all.size() != kAllreduceAlgorithmChoices.size()) {
