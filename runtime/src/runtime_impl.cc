@@ -504,8 +504,14 @@ void RuntimeImpl::ExecuteAllgather(TensorEntry& e, const Response& resp) {
   Status s;
   if (rows * row > 0) {
     Backend& b = e.request.device ? *nccl_ : *backend_;
-    s = b.Allgatherv(e.input, e.request.shape[0] * row, h.output.data(),
-                     bytes_per_rank);
+    if (!e.request.device && cycle_knobs_.hierarchical_allgather()) {
+      const AlgorithmContext ctx{*backend_, mpi_, *types_, cycle_knobs_};
+      s = hierarchical_allgather_.Run(ctx, e.input, e.request.shape[0] * row,
+                                      h.output.data(), bytes_per_rank);
+    } else {
+      s = b.Allgatherv(e.input, e.request.shape[0] * row, h.output.data(),
+                       bytes_per_rank);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/hierarchical_allgather.h"
 #include "autotune/parameter_manager.h"
 #include "autotune/throughput_meter.h"
 #include "backends/mpi/mpi_backend.h"
@@ -94,6 +95,7 @@ class RuntimeImpl {
   std::unique_ptr<Backend> nccl_;
   Status nccl_unavailable_;
   std::vector<std::unique_ptr<AllreduceAlgorithm>> algorithms_;
+  HierarchicalAllgather hierarchical_allgather_;
   std::unique_ptr<Controller> controller_;
 
   // Shared with application threads.
