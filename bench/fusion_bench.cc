@@ -4,7 +4,7 @@
 // bytes on the same buffers.
 //
 // Gradient sets: model parameter shapes from data/<model>.txt (see
-// data/gen_shapes.py), and `many_small`, 1,000 tensors of 4 KiB. Each repeat
+// data/gen_shapes.py), and `many-small`, 1,000 tensors of 4 KiB. Each repeat
 // runs the three modes in a rotating order, each with a fresh Runtime
 // (raw: none alive), untimed warm-up steps first; the reported step time is
 // the median over repeats of the slowest rank's mean step time.
@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <string>
@@ -25,21 +24,12 @@
 #include "bench_common.h"
 #include "gradient_set.h"
 #include "hvdtune/runtime.h"
-
-#ifndef HVDTUNE_BENCH_DATA_DIR
-#define HVDTUNE_BENCH_DATA_DIR "bench/data"
-#endif
-#ifndef HVDTUNE_BENCH_INSTALLED_DATA_DIR
-#define HVDTUNE_BENCH_INSTALLED_DATA_DIR HVDTUNE_BENCH_DATA_DIR
-#endif
+#include "workloads.h"
 
 namespace hvdtune::bench {
 namespace {
 
 constexpr std::string_view kProgram = "fusion_bench";
-constexpr std::string_view kManySmall = "many_small";
-constexpr int kManySmallTensors = 1000;
-constexpr std::int64_t kManySmallElements = 1024;  // 4 KiB of float32
 
 enum class Mode { kFused, kUnfused, kRaw };
 constexpr std::array<Mode, 3> kModes = {Mode::kFused, Mode::kUnfused,
@@ -58,7 +48,7 @@ std::string_view ModeName(Mode mode) {
 }
 
 struct Options {
-  std::vector<std::string> workloads = {"resnet50", std::string(kManySmall)};
+  std::vector<std::string> workloads = {"resnet50", "many-small"};
   std::vector<std::string> mode_names = {"fused", "unfused", "mpi_raw"};
   std::vector<Mode> modes;
   std::string shapes_dir;
@@ -69,31 +59,10 @@ struct Options {
   bool json = false;
 };
 
-std::string DefaultShapesDir() {
-  if (std::filesystem::is_directory(HVDTUNE_BENCH_DATA_DIR)) {
-    return HVDTUNE_BENCH_DATA_DIR;
-  }
-  return HVDTUNE_BENCH_INSTALLED_DATA_DIR;
-}
-
 std::vector<TensorSpec> LoadWorkload(const Options& opt,
                                      const std::string& workload) {
-  std::vector<TensorSpec> tensors;
-  if (workload == kManySmall) {
-    for (int i = 0; i < kManySmallTensors; ++i) {
-      tensors.push_back({IndexedName("t", i), kManySmallElements});
-    }
-  } else {
-    const std::filesystem::path path =
-        std::filesystem::path(opt.shapes_dir) / (workload + ".txt");
-    if (!std::filesystem::exists(path)) {
-      throw UsageError("--workloads: no shapes file for '" + workload +
-                       "' (looked for " + path.string() +
-                       "; use many_small or a model with a file in "
-                       "--shapes-dir)");
-    }
-    tensors = LoadShapesFile(path.string());
-  }
+  std::vector<TensorSpec> tensors =
+      LoadBuiltinWorkload("--workloads", workload, opt.shapes_dir);
   ScaleTensors(tensors, opt.scale);
   return tensors;
 }
@@ -186,8 +155,7 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                    "Step time of a gradient set with fusion on, off, and as "
                    "one raw MPI_Allreduce.");
   flags.AddList("workloads", &opt.workloads,
-                "gradient sets: many_small or a model file in --shapes-dir "
-                "(resnet50, vgg16, bert_base)");
+                "gradient sets: resnet50, vgg16, bert-base, many-small");
   flags.AddString("shapes-dir", &opt.shapes_dir,
                   "directory of <model>.txt shape files");
   flags.AddList("modes", &opt.mode_names,

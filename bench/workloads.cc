@@ -33,8 +33,7 @@ std::vector<TensorSpec> LoadBuiltinWorkload(std::string_view flag,
       known += (known.empty() ? "" : ", ") + std::string(w);
     }
     throw UsageError(std::string(flag) + ": unknown workload '" +
-                     std::string(name) + "' (expected one of " + known +
-                     ", or --tensors FILE)");
+                     std::string(name) + "' (expected one of " + known + ")");
   }
   if (name == "many-small") {
     std::vector<TensorSpec> tensors;
