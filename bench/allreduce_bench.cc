@@ -308,6 +308,19 @@ class Bench {
       }
       std::printf("\n");
     }
+    // Which algorithm wins where is what the tuner has to learn: say it.
+    if (opt_.algorithms.size() > 1) {
+      std::printf("# fastest algorithm per size:");
+      for (const Measurement& m : sizes_) {
+        std::size_t best = 0;
+        for (std::size_t a = 1; a < opt_.algorithms.size(); ++a) {
+          if (Median(m.hvd_seconds[a]) < Median(m.hvd_seconds[best])) best = a;
+        }
+        std::printf(" %s=%s", FormatBytes(m.bytes).c_str(),
+                    opt_.algorithms[best].c_str());
+      }
+      std::printf("\n");
+    }
     for (std::size_t a = 0; a < opt_.algorithms.size(); ++a) {
       if (big_ratios[a].empty()) continue;
       std::printf("# %s busbw / mpi_raw at >= 16 MiB: min %.3f, median %.3f\n",
