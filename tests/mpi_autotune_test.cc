@@ -46,15 +46,16 @@ TEST(Autotune, ConvergesAndFreezesWithResultsUnchanged) {
     MPI_Bcast(&frozen, 1, MPI_INT, 0, MPI_COMM_WORLD);
   }
   ASSERT_TRUE(frozen) << "not frozen after " << step << " steps";
-  // The frozen configuration travelled to every rank at the same cycle.
-  ASSERT_TRUE(WaitFor([&] {
-    std::uint64_t v = rt.knob_version(), lo = 0, hi = 0;
-    MPI_Allreduce(&v, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&v, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    if (lo != hi) return false;
-    // Keep the cycle threads busy with a tensor so updates flow.
-    return true;
-  }));
+  // The frozen configuration travelled to every rank at the same cycle:
+  // rank 0 waits until it is in force, then every rank reaches its version.
+  std::uint64_t version = 0;
+  if (rt.rank() == 0) {
+    const KnobSettings best = rt.autotune_status().best;
+    EXPECT_TRUE(WaitFor([&] { return rt.knobs() == best; }));
+    version = rt.knob_version();
+  }
+  MPI_Bcast(&version, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  ASSERT_TRUE(WaitFor([&] { return rt.knob_version() == version; }));
   std::uint64_t cycle = rt.stats().knob_update_cycle;
   std::vector<std::uint64_t> cycles(static_cast<std::size_t>(rt.size()));
   MPI_Allgather(&cycle, 1, MPI_UINT64_T, cycles.data(), 1, MPI_UINT64_T,

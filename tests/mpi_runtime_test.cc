@@ -241,8 +241,16 @@ TEST(RuntimeFusion, FusionOnAndOffGiveIdenticalResults) {
     Runtime rt(RuntimeOptions{MapEnv({{"HOROVOD_FUSION_THRESHOLD", "4096"}})});
     RunSet(rt, "fusion", 120, Iota(120), &tiny);
   }
+  std::vector<std::vector<float>> chunked;
+  {
+    // Chunks of 1025 floats: chunk edges fall inside and across tensors.
+    Runtime rt(
+        RuntimeOptions{MapEnv({{"HVDTUNE_PIPELINE_CHUNK_BYTES", "4100"}})});
+    RunSet(rt, "fusion", 120, Iota(120), &chunked);
+  }
   EXPECT_EQ(fused, unfused);
   EXPECT_EQ(fused, tiny);
+  EXPECT_EQ(fused, chunked);
 }
 
 TEST(RuntimeCache, RepeatedTensorsHitTheCache) {

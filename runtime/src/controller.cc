@@ -18,17 +18,18 @@ constexpr std::uint64_t kFlagKnobUpdate = 1u << 2;
 
 std::size_t WordsFor(std::size_t bits) { return (bits + 63) / 64; }
 
-// Waits for a request by testing it with short sleeps in between instead of
-// MPI's busy wait: the negotiation runs every cycle even when nothing is
-// ready, and a spinning wait there takes a core from the application (and,
-// with more ranks than cores, from the other ranks).
-int WaitSleeping(MPI_Request* req) {
+// Waits for a request. With tensors waiting on this rank it polls like
+// MPI's own wait; when idle it sleeps briefly between tests instead: the
+// negotiation runs every cycle even when nothing is ready, and a spinning
+// wait there takes a core from the application (and, with more ranks than
+// cores, from the other ranks).
+int WaitSleeping(MPI_Request* req, bool busy) {
   int done = 0;
   auto pause = std::chrono::microseconds(2);
   for (int spins = 0;; ++spins) {
     const int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS || done) return rc;
-    if (spins < 16) continue;
+    if (busy || spins < 16) continue;
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(50));
   }
@@ -105,7 +106,7 @@ Controller::CycleResult Controller::RunCycle(
   int rc =
       MPI_Iallreduce(MPI_IN_PLACE, bits_.data(), static_cast<int>(bits_.size()),
                      MPI_UINT64_T, MPI_BAND, mpi_.control, &req);
-  if (rc == MPI_SUCCESS) rc = WaitSleeping(&req);
+  if (rc == MPI_SUCCESS) rc = WaitSleeping(&req, !pending_.empty());
   if (rc != MPI_SUCCESS) {
     result.status = MpiError("MPI_Allreduce (negotiation)", rc);
     return result;

@@ -113,6 +113,21 @@ const std::array<KnobSpec, kNumKnobs> kTable = {{
      "How many groups a framework layer splits its gradient list into for "
      "grouped allreduce; 0 = no grouping. Tuned only when the application "
      "says it groups (RuntimeOptions::tune_num_groups)."},
+    {KnobId::kPipelineChunkBytes,
+     "pipeline_chunk_bytes",
+     "HVDTUNE_PIPELINE_CHUNK_BYTES",
+     KnobType::kInteger,
+     KnobScale::kLog,
+     4 * kMiB,
+     0,
+     16384 * kMiB,
+     256 * 1024,
+     64 * kMiB,
+     false,
+     {},
+     "bytes",
+     "Allreduces (fused or not) run in chunks of this size: copy in, reduce "
+     "and copy out chunk by chunk while it is in cache; 0 = one piece."},
 }};
 
 std::string Allowed(double lo, double hi, bool lo_exclusive) {

@@ -127,6 +127,7 @@ RuntimeImpl::RuntimeImpl(const RuntimeOptions& options) {
   algorithms_ = MakeAllreduceAlgorithms();
   // Collective: every rank gets the NCCL backend or none does.
   nccl_ = MakeNcclBackend(mpi_, &nccl_unavailable_);
+  check_device_pointers_ = nccl_ != nullptr || HaveCudaDevice();
   controller_ = std::make_unique<Controller>(
       mpi_, static_cast<std::size_t>(knobs_.cache_capacity()));
   if (settings_.autotune.enabled && mpi_.rank == 0) {
@@ -174,7 +175,8 @@ Handle RuntimeImpl::Enqueue(std::vector<TensorEntry> entries) {
     return handle;
   }
   for (TensorEntry& e : entries) {
-    e.request.device = IsDevicePointer(e.input) || IsDevicePointer(e.output);
+    e.request.device = check_device_pointers_ &&
+                       (IsDevicePointer(e.input) || IsDevicePointer(e.output));
     if (e.request.device && !nccl_) {
       state->Complete(Status::InvalidArgument(
           "tensor '" + e.request.name +
@@ -398,39 +400,69 @@ void RuntimeImpl::ExecuteAllreduce(const std::vector<TensorEntry*>& group) {
   const ReduceOp wire_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
   std::int64_t total = 0;
   for (const TensorEntry* e : group) total += e->request.NumElements();
+  // The group's concatenation is processed in chunks: copy in, reduce,
+  // divide, copy out, chunk by chunk, so each chunk is still in cache for
+  // the next pass and the fusion buffer needs one chunk only.
+  const std::int64_t chunk_bytes = cycle_knobs_.pipeline_chunk_bytes();
+  const std::int64_t chunk =
+      chunk_bytes > 0 ? std::max<std::int64_t>(
+                            1, chunk_bytes / static_cast<std::int64_t>(esize))
+                      : std::max<std::int64_t>(1, total);
   Status s;
   if (group.size() == 1) {
     TensorEntry& e = *group.front();
-    if (total > 0) {
-      s = algorithm.Run(ctx, e.input, e.output, total, dtype, wire_op);
+    const auto* in = static_cast<const char*>(e.input);
+    auto* out = static_cast<char*>(e.output);
+    for (std::int64_t done = 0; done < total && s.ok(); done += chunk) {
+      const std::int64_t n = std::min(chunk, total - done);
+      const std::size_t at = static_cast<std::size_t>(done) * esize;
+      s = algorithm.Run(ctx, in + at, out + at, n, dtype, wire_op);
       if (s.ok() && op == ReduceOp::kAverage) {
-        DivideBy(e.output, total, dtype, mpi_.size);
+        DivideBy(out + at, n, dtype, mpi_.size);
       }
     }
   } else {
-    const std::size_t bytes = static_cast<std::size_t>(total) * esize;
-    if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
-    std::size_t offset = 0;
-    for (const TensorEntry* e : group) {
-      const std::size_t n =
-          static_cast<std::size_t>(e->request.NumElements()) * esize;
-      if (n) std::memcpy(fusion_buffer_.data() + offset, e->input, n);
-      offset += n;
-    }
-    if (total > 0) {
-      s = algorithm.Run(ctx, fusion_buffer_.data(), fusion_buffer_.data(),
-                        total, dtype, wire_op);
-    }
-    if (s.ok() && op == ReduceOp::kAverage) {
-      DivideBy(fusion_buffer_.data(), total, dtype, mpi_.size);
-    }
-    offset = 0;
-    for (TensorEntry* e : group) {
-      const std::size_t n =
-          static_cast<std::size_t>(e->request.NumElements()) * esize;
-      if (s.ok() && n)
-        std::memcpy(e->output, fusion_buffer_.data() + offset, n);
-      offset += n;
+    const std::int64_t buffer_elems =
+        std::min(chunk, std::max<std::int64_t>(total, 1));
+    const std::size_t buffer_bytes =
+        static_cast<std::size_t>(buffer_elems) * esize;
+    if (fusion_buffer_.size() < buffer_bytes)
+      fusion_buffer_.resize(buffer_bytes);
+    // Cursors (tensor index, byte offset in it) for copying in and out.
+    std::size_t in_t = 0, in_off = 0, out_t = 0, out_off = 0;
+    auto tensor_bytes = [&](std::size_t t) {
+      return static_cast<std::size_t>(group[t]->request.NumElements()) * esize;
+    };
+    for (std::int64_t done = 0; done < total && s.ok(); done += chunk) {
+      const std::int64_t n = std::min(chunk, total - done);
+      const std::size_t bytes = static_cast<std::size_t>(n) * esize;
+      for (std::size_t filled = 0; filled < bytes;) {
+        const std::size_t take =
+            std::min(bytes - filled, tensor_bytes(in_t) - in_off);
+        std::memcpy(fusion_buffer_.data() + filled,
+                    static_cast<const char*>(group[in_t]->input) + in_off,
+                    take);
+        filled += take;
+        in_off += take;
+        if (in_off == tensor_bytes(in_t)) ++in_t, in_off = 0;
+        while (in_t < group.size() && tensor_bytes(in_t) == 0) ++in_t;
+      }
+      s = algorithm.Run(ctx, fusion_buffer_.data(), fusion_buffer_.data(), n,
+                        dtype, wire_op);
+      if (!s.ok()) break;
+      if (op == ReduceOp::kAverage) {
+        DivideBy(fusion_buffer_.data(), n, dtype, mpi_.size);
+      }
+      for (std::size_t drained = 0; drained < bytes;) {
+        while (tensor_bytes(out_t) == 0) ++out_t;
+        const std::size_t take =
+            std::min(bytes - drained, tensor_bytes(out_t) - out_off);
+        std::memcpy(static_cast<char*>(group[out_t]->output) + out_off,
+                    fusion_buffer_.data() + drained, take);
+        drained += take;
+        out_off += take;
+        if (out_off == tensor_bytes(out_t)) ++out_t, out_off = 0;
+      }
     }
   }
   {

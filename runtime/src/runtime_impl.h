@@ -94,6 +94,8 @@ class RuntimeImpl {
   /// NCCL for device buffers; null without a CUDA build or a GPU.
   std::unique_ptr<Backend> nccl_;
   Status nccl_unavailable_;
+  /// A CUDA device exists, so enqueued buffers may be device memory.
+  bool check_device_pointers_ = false;
   std::vector<std::unique_ptr<AllreduceAlgorithm>> algorithms_;
   HierarchicalAllgather hierarchical_allgather_;
   std::unique_ptr<Controller> controller_;

@@ -22,6 +22,7 @@ enum class KnobId : int {
   kRingSegmentBytes,
   kHierarchicalAllgather,
   kNumGroups,
+  kPipelineChunkBytes,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(KnobId::kCount);
@@ -93,6 +94,9 @@ class KnobSettings {
     return Get(KnobId::kHierarchicalAllgather) != 0;
   }
   int num_groups() const { return static_cast<int>(Get(KnobId::kNumGroups)); }
+  std::int64_t pipeline_chunk_bytes() const {
+    return static_cast<std::int64_t>(Get(KnobId::kPipelineChunkBytes));
+  }
 
   /// Human form of one knob's value: "134217728", "1.5", "native", "true".
   std::string FormatValue(KnobId id) const;

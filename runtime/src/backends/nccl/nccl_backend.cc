@@ -212,6 +212,15 @@ std::unique_ptr<Backend> MakeNcclBackend(const MpiContext& mpi,
   return b;
 }
 
+bool HaveCudaDevice() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
 bool IsDevicePointer(const void* ptr) {
   if (ptr == nullptr) return false;
   cudaPointerAttributes attributes{};

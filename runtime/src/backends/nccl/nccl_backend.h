@@ -41,6 +41,11 @@ std::unique_ptr<Backend> MakeNcclBackend(const MpiContext& mpi,
 /// without CUDA.
 bool IsDevicePointer(const void* ptr);
 
+/// Whether this process sees at least one CUDA device (false on any CUDA
+/// error or in a build without CUDA). Without one no buffer can be device
+/// memory, so the runtime skips the per-tensor pointer check.
+bool HaveCudaDevice();
+
 /// Hierarchical allreduce of device buffers on an NCCL backend made by
 /// MakeNcclBackend: NCCL reduce-scatter inside the node, MPI_Allreduce of
 /// each rank's shard across nodes on `mpi.cross` (staged through pinned host

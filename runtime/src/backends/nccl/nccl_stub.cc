@@ -18,6 +18,8 @@ std::unique_ptr<Backend> MakeNcclBackend(const MpiContext& /*mpi*/,
 
 bool IsDevicePointer(const void* /*ptr*/) { return false; }
 
+bool HaveCudaDevice() { return false; }
+
 Status NcclHierarchicalAllreduce(Backend& backend, const MpiContext& /*mpi*/,
                                  const MpiTypes& /*types*/, const void* /*in*/,
                                  void* /*out*/, std::int64_t /*count*/,
