@@ -1,7 +1,9 @@
 // fusion_bench: one data-parallel step (enqueue every gradient in backward
 // order, wait for all) with tensor fusion on, with fusion off
 // (HOROVOD_FUSION_THRESHOLD=0), and as one raw MPI_Allreduce of the same
-// bytes on the same buffers.
+// bytes on the same buffers; for a set that mixes float16 and float32
+// (`mixed-precision`), fused with and without the fusion look-ahead
+// (HVDTUNE_FUSION_LOOKAHEAD=0 closes the buffer at every dtype change).
 //
 // Gradient sets: model parameter shapes from data/<model>.txt (see
 // data/gen_shapes.py), and `many-small`, 1,000 tensors of 4 KiB. Each repeat
@@ -31,9 +33,9 @@ namespace {
 
 constexpr std::string_view kProgram = "fusion_bench";
 
-enum class Mode { kFused, kUnfused, kRaw };
-constexpr std::array<Mode, 3> kModes = {Mode::kFused, Mode::kUnfused,
-                                        Mode::kRaw};
+enum class Mode { kFused, kUnfused, kRaw, kNoLookahead };
+constexpr std::array<Mode, 4> kModes = {Mode::kFused, Mode::kUnfused,
+                                        Mode::kRaw, Mode::kNoLookahead};
 
 std::string_view ModeName(Mode mode) {
   switch (mode) {
@@ -43,13 +45,17 @@ std::string_view ModeName(Mode mode) {
       return "unfused";
     case Mode::kRaw:
       return "mpi_raw";
+    case Mode::kNoLookahead:
+      return "fused_no_lookahead";
   }
   return "";
 }
 
 struct Options {
-  std::vector<std::string> workloads = {"resnet50", "many-small"};
-  std::vector<std::string> mode_names = {"fused", "unfused", "mpi_raw"};
+  std::vector<std::string> workloads = {"resnet50", "many-small",
+                                        "mixed-precision"};
+  std::vector<std::string> mode_names = {"fused", "unfused", "mpi_raw",
+                                         "fused_no_lookahead"};
   std::vector<Mode> modes;
   std::string shapes_dir;
   double scale = 1.0;
@@ -85,6 +91,8 @@ double TimeMode(const Options& opt, GradientSet& set, Mode mode, Result& result,
   std::map<std::string, std::string> overrides;
   if (mode == Mode::kUnfused)
     overrides.emplace("HOROVOD_FUSION_THRESHOLD", "0");
+  if (mode == Mode::kNoLookahead)
+    overrides.emplace("HVDTUNE_FUSION_LOOKAHEAD", "0");
   Runtime runtime(RuntimeOptions{EnvWithOverrides(std::move(overrides))});
   if (mode == Mode::kFused) {
     result.fusion_threshold = runtime.knobs().fusion_threshold_bytes();
@@ -128,23 +136,27 @@ void PrintTable(const Options& opt, const std::vector<Result>& results,
   std::printf(
       "# step = enqueue all (backward order) + wait all; mpi_raw = one "
       "MPI_Allreduce of the same bytes\n");
-  std::printf("%-12s %8s %10s %10s %10s %11s %11s %9s %9s\n", "workload",
-              "tensors", "MiB", "threshold", "fused_ms", "unfused_ms",
-              "mpi_raw_ms", "raw/fused", "speedup");
+  std::printf("%-15s %8s %10s %10s %10s %11s %11s %9s %9s %11s %10s\n",
+              "workload", "tensors", "MiB", "threshold", "fused_ms",
+              "unfused_ms", "mpi_raw_ms", "raw/fused", "speedup", "no_la_ms",
+              "lookahead");
   for (const Result& r : results) {
     const double fused = MedianMs(r, Mode::kFused);
     const double unfused = MedianMs(r, Mode::kUnfused);
     const double raw = MedianMs(r, Mode::kRaw);
-    std::printf("%-12s %8zu %10.2f %10s %10s %11s %11s %9s %9s\n",
+    const double no_la = MedianMs(r, Mode::kNoLookahead);
+    std::printf("%-15s %8zu %10.2f %10s %10s %11s %11s %9s %9s %11s %10s\n",
                 r.workload.c_str(), r.tensors,
                 static_cast<double>(r.bytes) / (1 << 20),
                 FormatBytes(r.fusion_threshold).c_str(), Cell(fused, 3).c_str(),
                 Cell(unfused, 3).c_str(), Cell(raw, 3).c_str(),
-                Cell(raw / fused, 3).c_str(), Cell(unfused / fused, 2).c_str());
+                Cell(raw / fused, 3).c_str(), Cell(unfused / fused, 2).c_str(),
+                Cell(no_la, 3).c_str(), Cell(no_la / fused, 2).c_str());
   }
   std::printf(
       "# raw/fused: fused step speed as a fraction of one raw allreduce; "
-      "speedup: unfused / fused step time\n");
+      "speedup: unfused / fused step time; lookahead: step time without the "
+      "fusion look-ahead / with it (mixed-dtype sets only)\n");
   std::fflush(stdout);
 }
 
@@ -155,11 +167,13 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                    "Step time of a gradient set with fusion on, off, and as "
                    "one raw MPI_Allreduce.");
   flags.AddList("workloads", &opt.workloads,
-                "gradient sets: resnet50, vgg16, bert-base, many-small");
+                "gradient sets: resnet50, vgg16, bert-base, many-small, "
+                "mixed-precision");
   flags.AddString("shapes-dir", &opt.shapes_dir,
                   "directory of <model>.txt shape files");
   flags.AddList("modes", &opt.mode_names,
-                "modes to run: fused, unfused, mpi_raw (comma-separated)");
+                "modes to run: fused, unfused, mpi_raw, fused_no_lookahead "
+                "(comma-separated)");
   flags.AddDouble("scale", &opt.scale, 0.0, 1.0, true,
                   "multiply every tensor's element count (at least 1 kept)");
   flags.AddInt("steps", &opt.steps, 1, 1000000, "timed steps per repeat");
@@ -178,7 +192,8 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                                    [&](Mode m) { return ModeName(m) == name; });
     if (mode == kModes.end()) {
       throw UsageError("--modes: unknown mode '" + name +
-                       "' (expected fused, unfused or mpi_raw)");
+                       "' (expected fused, unfused, mpi_raw or "
+                       "fused_no_lookahead)");
     }
     opt.modes.push_back(*mode);
   }
@@ -199,6 +214,10 @@ int Main(MpiSession& mpi, int argc, char** argv) {
       for (std::size_t k = 0; k < opt.modes.size(); ++k) {
         const Mode mode =
             opt.modes[(k + static_cast<std::size_t>(r)) % opt.modes.size()];
+        // No raw allreduce of mixed dtypes; without mixed dtypes the
+        // look-ahead changes nothing.
+        if (mode == Mode::kRaw && !set.single_dtype()) continue;
+        if (mode == Mode::kNoLookahead && set.single_dtype()) continue;
         result.step_seconds[mode].push_back(
             TimeMode(opt, set, mode, result, mpi.size()));
       }

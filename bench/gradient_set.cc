@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
 
 #include "bench_common.h"
+#include "hvdtune/half.h"
 
 namespace hvdtune::bench {
 
@@ -48,29 +50,68 @@ void ScaleTensors(std::vector<TensorSpec>& tensors, double scale) {
   }
 }
 
+namespace {
+
+// 1.0 (inputs) and `value` (expected outputs) in a tensor's dtype.
+void StoreValue(DataType dtype, std::uint8_t* at, float value) {
+  if (dtype == DataType::kFloat16) {
+    const std::uint16_t h = FloatToHalf(value);
+    std::memcpy(at, &h, sizeof h);
+  } else {
+    std::memcpy(at, &value, sizeof value);
+  }
+}
+
+float LoadValue(DataType dtype, const std::uint8_t* at) {
+  if (dtype == DataType::kFloat16) {
+    std::uint16_t h;
+    std::memcpy(&h, at, sizeof h);
+    return HalfToFloat(h);
+  }
+  float f;
+  std::memcpy(&f, at, sizeof f);
+  return f;
+}
+
+}  // namespace
+
 GradientSet::GradientSet(const std::string& prefix,
                          std::vector<TensorSpec> tensors)
     : tensors_(std::move(tensors)) {
   for (TensorSpec& t : tensors_) {
+    if (t.dtype != DataType::kFloat32 && t.dtype != DataType::kFloat16) {
+      throw std::runtime_error(t.name + ": only float32 and float16 sets");
+    }
     t.name = prefix + "." + t.name;
-    offsets_.push_back(total_);
+    offsets_.push_back(total_bytes_);
     shapes_.push_back({t.count});
     total_ += t.count;
+    total_bytes_ += t.count * static_cast<std::int64_t>(DataTypeSize(t.dtype));
+    single_dtype_ = single_dtype_ && t.dtype == DataType::kFloat32;
   }
   if (total_ > std::numeric_limits<int>::max()) {
     throw std::runtime_error(prefix +
                              ": more elements than one MPI_Allreduce takes");
   }
   handles_.resize(tensors_.size());
-  input_.assign(static_cast<std::size_t>(total_), 1.0f);
-  output_.assign(static_cast<std::size_t>(total_), 0.0f);
+  input_.assign(static_cast<std::size_t>(total_bytes_), 0);
+  output_.assign(static_cast<std::size_t>(total_bytes_), 0);
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    const std::size_t esize = DataTypeSize(tensors_[i].dtype);
+    for (std::int64_t k = 0; k < tensors_[i].count; ++k) {
+      StoreValue(
+          tensors_[i].dtype,
+          input_.data() + offsets_[i] + static_cast<std::size_t>(k) * esize,
+          1.0f);
+    }
+  }
 }
 
 void GradientSet::Step(Runtime& runtime) {
   for (std::size_t i = tensors_.size(); i-- > 0;) {
     handles_[i] = runtime.Allreduce(tensors_[i].name, &input_[offsets_[i]],
                                     &output_[offsets_[i]], shapes_[i],
-                                    DataType::kFloat32, ReduceOp::kSum);
+                                    tensors_[i].dtype, ReduceOp::kSum);
   }
   for (std::size_t i = tensors_.size(); i-- > 0;) {
     WaitOk(handles_[i], tensors_[i].name);
@@ -78,6 +119,9 @@ void GradientSet::Step(Runtime& runtime) {
 }
 
 void GradientSet::RawAllreduce() {
+  if (!single_dtype_) {
+    throw std::runtime_error("a raw MPI_Allreduce needs a float32-only set");
+  }
   MPI_Allreduce(input_.data(), output_.data(), static_cast<int>(total_),
                 MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
@@ -85,15 +129,20 @@ void GradientSet::RawAllreduce() {
 bool GradientSet::CheckOutput(int ranks) const {
   const float want = static_cast<float>(ranks);
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
-    const std::int64_t first = offsets_[i];
-    const std::int64_t last = first + tensors_[i].count - 1;
-    if (output_[first] != want || output_[last] != want) return false;
+    const std::size_t esize = DataTypeSize(tensors_[i].dtype);
+    const std::uint8_t* first = output_.data() + offsets_[i];
+    const std::uint8_t* last =
+        first + static_cast<std::size_t>(tensors_[i].count - 1) * esize;
+    if (LoadValue(tensors_[i].dtype, first) != want ||
+        LoadValue(tensors_[i].dtype, last) != want) {
+      return false;
+    }
   }
   return true;
 }
 
 void GradientSet::ClearOutput() {
-  std::fill(output_.begin(), output_.end(), 0.0f);
+  std::fill(output_.begin(), output_.end(), std::uint8_t{0});
 }
 
 }  // namespace hvdtune::bench

@@ -1,6 +1,6 @@
-// A set of named float32 gradient tensors, stored back to back in one input
-// and one output buffer, the way a data-parallel step hands them to the
-// runtime.
+// A set of named gradient tensors (float32, or mixed float16/float32), stored
+// back to back in one input and one output buffer, the way a data-parallel step
+// hands them to the runtime.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@ namespace hvdtune::bench {
 struct TensorSpec {
   std::string name;
   std::int64_t count = 1;  // elements
+  DataType dtype = DataType::kFloat32;
 };
 
 /// Reads `name dim0 dim1 ...` lines ('#' comments and blank lines skipped);
@@ -31,12 +32,15 @@ class GradientSet {
 
   std::size_t size() const { return tensors_.size(); }
   std::int64_t total_elements() const { return total_; }
-  std::int64_t total_bytes() const { return total_ * 4; }
+  std::int64_t total_bytes() const { return total_bytes_; }
+  /// Every tensor is float32 (a raw MPI_Allreduce of the set is possible).
+  bool single_dtype() const { return single_dtype_; }
 
   /// One training step: enqueue every tensor's allreduce (sum) from the last
   /// to the first, as backward produces them, then wait for all.
   void Step(Runtime& runtime);
-  /// One MPI_Allreduce of all the bytes of the set, on the same buffers.
+  /// One MPI_Allreduce of all the bytes of the set, on the same buffers
+  /// (float32 sets only).
   void RawAllreduce();
   /// True when every tensor's first and last output element equal the number
   /// of ranks (every input element is 1).
@@ -49,8 +53,10 @@ class GradientSet {
   std::vector<std::vector<std::int64_t>> shapes_;
   std::vector<Handle> handles_;
   std::int64_t total_ = 0;
-  std::vector<float> input_;
-  std::vector<float> output_;
+  std::int64_t total_bytes_ = 0;
+  bool single_dtype_ = true;
+  std::vector<std::uint8_t> input_;
+  std::vector<std::uint8_t> output_;
 };
 
 }  // namespace hvdtune::bench

@@ -268,6 +268,13 @@ std::vector<TensorSpec> LoadTensors(Options& opt) {
   } else {
     if (opt.workload.empty()) opt.workload = "resnet50";
     tensors = LoadBuiltinWorkload("--workload", opt.workload, opt.shapes_dir);
+    for (const TensorSpec& t : tensors) {
+      if (t.dtype != DataType::kFloat32) {
+        throw UsageError("--workload: '" + opt.workload +
+                         "' has float16 tensors; synthetic_train trains "
+                         "float32 models (use it with fusion_bench)");
+      }
+    }
   }
   ScaleTensors(tensors, opt.scale);
   return tensors;

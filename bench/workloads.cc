@@ -43,6 +43,17 @@ std::vector<TensorSpec> LoadBuiltinWorkload(std::string_view flag,
     }
     return tensors;
   }
+  if (name == "mixed-precision") {
+    std::vector<TensorSpec> tensors = LoadShapesFile(
+        (std::filesystem::path(shapes_dir) / "resnet50.txt").string());
+    for (TensorSpec& t : tensors) {
+      const bool keep_fp32 = t.name.find("bn") != std::string::npos ||
+                             t.name.find("downsample.1") != std::string::npos ||
+                             t.name.ends_with(".bias");
+      t.dtype = keep_fp32 ? DataType::kFloat32 : DataType::kFloat16;
+    }
+    return tensors;
+  }
   // The data files use underscores ("bert_base.txt").
   std::string file(name);
   std::replace(file.begin(), file.end(), '-', '_');

@@ -12,8 +12,8 @@
 namespace hvdtune::bench {
 
 /// Built-in workload names, as --workload accepts them.
-inline constexpr std::array<std::string_view, 4> kWorkloadNames = {
-    "resnet50", "vgg16", "bert-base", "many-small"};
+inline constexpr std::array<std::string_view, 5> kWorkloadNames = {
+    "resnet50", "vgg16", "bert-base", "many-small", "mixed-precision"};
 
 /// The directory holding the model shape files: the source tree's data/
 /// when it exists (running from the build tree), else the installed copy.
@@ -21,7 +21,9 @@ std::string DefaultShapesDir();
 
 /// The parameter tensors of built-in workload `name`, in forward order
 /// (backward produces them last to first). `many-small` is 1,000 tensors of
-/// 4 KiB; the models are read from `shapes_dir`. Throws UsageError naming
+/// 4 KiB; `mixed-precision` is ResNet-50 trained in half precision with
+/// float32 normalisation layers and biases, so float16 and float32 gradients
+/// interleave; the models are read from `shapes_dir`. Throws UsageError naming
 /// `flag` for an unknown name, std::runtime_error for a bad file.
 std::vector<TensorSpec> LoadBuiltinWorkload(std::string_view flag,
                                             std::string_view name,
