@@ -128,7 +128,8 @@ std::string Cell(double value, int precision) {
 void PrintTable(const Options& opt, const std::vector<Result>& results,
                 int ranks) {
   std::printf(
-      "# fusion_bench: %d ranks, float32 sum, median of %lld repeats x %lld "
+      "# fusion_bench: %d ranks, sum (float32; mixed-precision: float16 + "
+      "float32), median of %lld repeats x %lld "
       "steps (warm-up %lld), scale %g\n",
       ranks, static_cast<long long>(opt.repeats),
       static_cast<long long>(opt.steps), static_cast<long long>(opt.warmup),

@@ -248,12 +248,22 @@ AutotuneStatus RuntimeImpl::autotune_status() const {
 }
 
 void RuntimeImpl::Autotune() {
+  const auto start = Clock::now();
   std::vector<double> marks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     marks.swap(step_marks_);
   }
-  for (double t : marks) meter_->MarkStep(t);
+  // Completions and the application's step marks, in time order.
+  std::size_t m = 0;
+  for (const Completion& c : completed_) {
+    for (; m < marks.size() && marks[m] <= c.time; ++m) {
+      meter_->MarkStep(marks[m]);
+    }
+    meter_->OnTensorDone(c.name, c.bytes, c.time);
+  }
+  for (; m < marks.size(); ++m) meter_->MarkStep(marks[m]);
+  completed_.clear();
   try {
     for (const ThroughputMeter::Step& step : meter_->TakeSteps()) {
       std::optional<KnobSettings> next =
@@ -266,6 +276,7 @@ void RuntimeImpl::Autotune() {
     }
     std::lock_guard<std::mutex> lock(mu_);
     autotune_status_ = tuner_->status();
+    stats_.autotune_seconds += Seconds(Clock::now() - start);
   } catch (const std::exception& e) {
     // The job goes on with the knobs in force; only tuning stops.
     std::cerr << "[hvdtune rank 0] WARNING: autotuning stopped after an "
@@ -581,10 +592,12 @@ void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {
 
 void RuntimeImpl::Finish(TensorEntry& e, Status s) {
   if (meter_ && s.ok()) {
-    meter_->OnTensorDone(e.request.name,
-                         static_cast<double>(e.request.NumElements()) *
-                             static_cast<double>(DataTypeSize(e.request.dtype)),
-                         Now());
+    // Handed to the meter after the cycle, under the autotune timer.
+    completed_.push_back(
+        {e.request.name,
+         static_cast<double>(e.request.NumElements()) *
+             static_cast<double>(DataTypeSize(e.request.dtype)),
+         Now()});
   }
   std::shared_ptr<HandleState> handle = std::move(e.handle);
   const std::string name = e.request.name;

@@ -120,6 +120,13 @@ class RuntimeImpl {
   KnobSettings cycle_knobs_;
   std::unique_ptr<ThroughputMeter> meter_;
   std::unique_ptr<ParameterManager> tuner_;
+  /// Tensors completed this cycle, for the meter.
+  struct Completion {
+    std::string name;
+    double bytes;
+    double time;
+  };
+  std::vector<Completion> completed_;
 
   std::thread thread_;
   std::mutex shutdown_mu_;

@@ -100,6 +100,9 @@ struct RuntimeStats {
   /// Cycle number at which the knob values in force were applied (cycles
   /// run in lockstep, so this is the same on every rank).
   std::uint64_t knob_update_cycle = 0;
+  /// Seconds the cycle thread spent metering steps and running the
+  /// autotuner (rank 0 with HOROVOD_AUTOTUNE=1; 0 elsewhere).
+  double autotune_seconds = 0;
 };
 
 /// Owns all state of one initialisation: MPI communicators, the background
