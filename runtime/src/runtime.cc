@@ -44,6 +44,21 @@ std::string CheckTensor(const std::string& name, const void* data,
   return {};
 }
 
+// An entry for one tensor; the collective-specific fields are set by the
+// caller.
+TensorEntry MakeEntry(std::string name, CollectiveType type, DataType dtype,
+                      std::span<const std::int64_t> shape, const void* input,
+                      void* output) {
+  TensorEntry e;
+  e.request.name = std::move(name);
+  e.request.type = type;
+  e.request.dtype = dtype;
+  e.request.shape.assign(shape.begin(), shape.end());
+  e.input = input;
+  e.output = output;
+  return e;
+}
+
 }  // namespace
 
 bool Handle::Poll() const {
@@ -96,17 +111,10 @@ Handle Runtime::Allreduce(std::string name, const void* input, void* output,
     err = "unknown reduce op for tensor '" + name + "'";
   }
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
-  TensorEntry e;
-  e.request.name = std::move(name);
-  e.request.type = CollectiveType::kAllreduce;
-  e.request.dtype = dtype;
+  TensorEntry e = MakeEntry(std::move(name), CollectiveType::kAllreduce, dtype,
+                            shape, input, output);
   e.request.op = op;
-  e.request.shape.assign(shape.begin(), shape.end());
-  e.input = input;
-  e.output = output;
-  std::vector<TensorEntry> one;
-  one.push_back(std::move(e));
-  return impl_->Enqueue(std::move(one));
+  return EnqueueOne(std::move(e));
 }
 
 Handle Runtime::GroupedAllreduce(std::string group,
@@ -133,16 +141,11 @@ Handle Runtime::GroupedAllreduce(std::string group,
   std::vector<TensorEntry> entries;
   entries.reserve(tensors.size());
   for (const AllreduceTensor& t : tensors) {
-    TensorEntry e;
-    e.request.name = t.name;
-    e.request.type = CollectiveType::kAllreduce;
-    e.request.dtype = t.dtype;
+    TensorEntry e = MakeEntry(t.name, CollectiveType::kAllreduce, t.dtype,
+                              t.shape, t.input, t.output);
     e.request.op = op;
-    e.request.shape = t.shape;
     e.request.group = group;
     e.request.group_size = static_cast<std::int32_t>(tensors.size());
-    e.input = t.input;
-    e.output = t.output;
     entries.push_back(std::move(e));
   }
   return impl_->Enqueue(std::move(entries));
@@ -157,17 +160,10 @@ Handle Runtime::Broadcast(std::string name, void* buffer,
           "' is not a rank of 0.." + std::to_string(size() - 1);
   }
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
-  TensorEntry e;
-  e.request.name = std::move(name);
-  e.request.type = CollectiveType::kBroadcast;
-  e.request.dtype = dtype;
+  TensorEntry e = MakeEntry(std::move(name), CollectiveType::kBroadcast, dtype,
+                            shape, buffer, buffer);
   e.request.root = root;
-  e.request.shape.assign(shape.begin(), shape.end());
-  e.input = buffer;
-  e.output = buffer;
-  std::vector<TensorEntry> one;
-  one.push_back(std::move(e));
-  return impl_->Enqueue(std::move(one));
+  return EnqueueOne(std::move(e));
 }
 
 Handle Runtime::Allgather(std::string name, const void* input,
@@ -177,14 +173,13 @@ Handle Runtime::Allgather(std::string name, const void* input,
     err = "allgather of tensor '" + name + "' needs at least one dimension";
   }
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
-  TensorEntry e;
-  e.request.name = std::move(name);
-  e.request.type = CollectiveType::kAllgather;
-  e.request.dtype = dtype;
-  e.request.shape.assign(shape.begin(), shape.end());
-  e.input = input;
+  return EnqueueOne(MakeEntry(std::move(name), CollectiveType::kAllgather,
+                              dtype, shape, input, nullptr));
+}
+
+Handle Runtime::EnqueueOne(internal::TensorEntry entry) {
   std::vector<TensorEntry> one;
-  one.push_back(std::move(e));
+  one.push_back(std::move(entry));
   return impl_->Enqueue(std::move(one));
 }
 

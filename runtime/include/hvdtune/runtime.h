@@ -17,6 +17,7 @@ namespace hvdtune {
 
 namespace internal {
 struct HandleState;
+struct TensorEntry;
 class RuntimeImpl;
 }  // namespace internal
 
@@ -175,6 +176,8 @@ class Runtime {
   AutotuneStatus autotune_status() const;
 
  private:
+  Handle EnqueueOne(internal::TensorEntry entry);
+
   std::unique_ptr<internal::RuntimeImpl> impl_;
 };
 
