@@ -135,6 +135,32 @@ TEST(GroupedAllreduce, GroupedOnOneRankUngroupedOnAnotherFails) {
   EXPECT_NE(s.message().find("grouping"), std::string::npos) << s.message();
 }
 
+TEST(GroupedAllreduce, EmptyMembersFuseWithOthers) {
+  // Zero-element members (null buffers allowed) among real ones, with chunk
+  // edges inside and across tensors.
+  Runtime rt(
+      RuntimeOptions{MapEnv({{"HVDTUNE_PIPELINE_CHUNK_BYTES", "4100"}})});
+  std::vector<std::vector<float>> in(6), out(6);
+  std::vector<AllreduceTensor> tensors;
+  for (int i = 0; i < 6; ++i) {
+    const std::int64_t n = i % 2 == 0 ? 0 : 1500 * i;
+    in[i].assign(static_cast<std::size_t>(n), static_cast<float>(i + 1));
+    out[i].assign(static_cast<std::size_t>(n), 0.0f);
+    tensors.push_back({"empty.mix." + std::to_string(i),
+                       n ? in[i].data() : nullptr,
+                       n ? out[i].data() : nullptr,
+                       {n},
+                       DataType::kFloat32});
+  }
+  ASSERT_TRUE(
+      rt.GroupedAllreduce("empty.mix", tensors, ReduceOp::kSum).Wait().ok());
+  for (int i = 1; i < 6; i += 2) {
+    for (float v : out[i]) {
+      ASSERT_EQ(v, static_cast<float>((i + 1) * rt.size())) << i;
+    }
+  }
+}
+
 TEST(GroupedAllreduce, BadArguments) {
   Runtime& rt = SharedRuntime();
   std::vector<float> a(4);

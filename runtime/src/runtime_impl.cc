@@ -450,9 +450,11 @@ void RuntimeImpl::ExecuteAllreduce(const std::vector<TensorEntry*>& group) {
       for (std::size_t filled = 0; filled < bytes;) {
         const std::size_t take =
             std::min(bytes - filled, tensor_bytes(in_t) - in_off);
-        std::memcpy(fusion_buffer_.data() + filled,
-                    static_cast<const char*>(group[in_t]->input) + in_off,
-                    take);
+        if (take > 0) {  // a zero-element member may have a null buffer
+          std::memcpy(fusion_buffer_.data() + filled,
+                      static_cast<const char*>(group[in_t]->input) + in_off,
+                      take);
+        }
         filled += take;
         in_off += take;
         if (in_off == tensor_bytes(in_t)) ++in_t, in_off = 0;
