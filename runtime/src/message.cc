@@ -34,7 +34,7 @@ void Writer::I64s(const std::vector<std::int64_t>& v) {
 
 void Reader::Raw(void* p, std::size_t n) {
   if (n > size_ - pos_) throw std::runtime_error("truncated message");
-  std::memcpy(p, data_ + pos_, n);
+  if (n > 0) std::memcpy(p, data_ + pos_, n);  // p may be null when n == 0
   pos_ += n;
 }
 
