@@ -93,6 +93,10 @@ struct TuningRun {
   std::vector<KnobSettings> applied;
 };
 
+bool Frozen(const ParameterManager& p) {
+  return p.status().phase == AutotunePhase::kFrozen;
+}
+
 TuningRun Drive(ParameterManager& pm, KnobSettings knobs, int max_steps,
                 bool (*stop)(const ParameterManager&) = nullptr) {
   TuningRun run;
@@ -121,9 +125,7 @@ TEST(ParameterManager, WarmsUpExploresAndFreezesOnSomethingBetter) {
   KnobSettings initial;  // 128 MiB, 1 ms: 0.75 of the peak
   ParameterManager pm(s, {}, initial);
   EXPECT_EQ(pm.status().phase, AutotunePhase::kWarmup);
-  const TuningRun run = Drive(pm, initial, 2000, [](const ParameterManager& p) {
-    return p.status().phase == AutotunePhase::kFrozen;
-  });
+  const TuningRun run = Drive(pm, initial, 2000, Frozen);
   ASSERT_EQ(run.status.phase, AutotunePhase::kFrozen);
   EXPECT_EQ(run.status.samples, 20);
   // Warm-up + 20 samples, one skipped step after each change.
@@ -186,9 +188,7 @@ TEST(ParameterManager, LogHasHorovodColumnsAndOneRowPerSample) {
   s.max_samples = 6;
   {
     ParameterManager pm(s, {}, KnobSettings());
-    Drive(pm, KnobSettings(), 100, [](const ParameterManager& p) {
-      return p.status().phase == AutotunePhase::kFrozen;
-    });
+    Drive(pm, KnobSettings(), 100, Frozen);
   }
   std::ifstream in(path);
   std::string header, line;
@@ -226,9 +226,7 @@ TEST(ParameterManager, SustainedDropReopensTuning) {
   s.retune_drop = 0.15;
   s.retune_windows = 2;
   ParameterManager pm(s, {}, KnobSettings());
-  TuningRun run = Drive(pm, KnobSettings(), 500, [](const ParameterManager& p) {
-    return p.status().phase == AutotunePhase::kFrozen;
-  });
+  TuningRun run = Drive(pm, KnobSettings(), 500, Frozen);
   ASSERT_EQ(run.status.phase, AutotunePhase::kFrozen);
   // Same knobs, but the job now runs at half speed.
   double now = 1e6;

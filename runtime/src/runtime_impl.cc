@@ -441,9 +441,13 @@ void RuntimeImpl::ExecuteAllreduce(const std::vector<TensorEntry*>& group) {
       fusion_buffer_.resize(buffer_bytes);
     // Cursors (tensor index, byte offset in it) for copying in and out.
     std::size_t in_t = 0, in_off = 0, out_t = 0, out_off = 0;
-    auto tensor_bytes = [&](std::size_t t) {
-      return static_cast<std::size_t>(group[t]->request.NumElements()) * esize;
-    };
+    // Member sizes, computed once: the cursors below consult them per piece.
+    std::vector<std::size_t> member_bytes(group.size());
+    for (std::size_t t = 0; t < group.size(); ++t) {
+      member_bytes[t] =
+          static_cast<std::size_t>(group[t]->request.NumElements()) * esize;
+    }
+    auto tensor_bytes = [&](std::size_t t) { return member_bytes[t]; };
     for (std::int64_t done = 0; done < total && s.ok(); done += chunk) {
       const std::int64_t n = std::min(chunk, total - done);
       const std::size_t bytes = static_cast<std::size_t>(n) * esize;
