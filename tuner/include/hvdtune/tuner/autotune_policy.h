@@ -8,6 +8,33 @@
 // computes the next suggestion, while the caller keeps running (and
 // measuring nothing) under the configuration in force. The caller polls
 // TakeConfig() once per cycle.
+//
+// One sample is the median of `steps_per_sample` step scores (bytes per
+// second). Samples are numbered 1, 2, 3 ... over the whole run, and each
+// emits a kSample event. The lifecycle:
+//  - warm-up: `warmup_samples` samples under the initial configuration (0
+//    behaves as 1: the initial configuration's score is needed); the last
+//    one is the initial score.
+//  - exploring: a BayesianOptimizer (seed `seed`) observes the priors, in
+//    the order given, then the initial configuration with its score (that
+//    observation counts as the round's first sample, as in Horovod); each
+//    following sample observes the suggested configuration. After
+//    `max_samples` samples, or when the optimizer says ShouldStop(), the
+//    policy freezes on the incumbent: of the configurations measured in this
+//    run, the one with the highest posterior mean (with no priors, exactly
+//    BayesianOptimizer::Best()). Priors shape the model but are never
+//    frozen on unmeasured, since their scores may be on another scale. The
+//    frozen configuration is handed out by TakeConfig() like any other.
+//  - frozen: the first frozen sample is the reference; a later sample that
+//    is not degraded raises it to its score if higher; `retune_windows`
+//    consecutive samples below (1 - retune_drop) x the reference re-open
+//    tuning.
+//  - re-tuning: a fresh optimizer (seed `seed` + exploration samples so
+//    far) observes the configuration in force with the score that triggered
+//    the re-tune, then explores for max(4, max_samples / 2) samples (the
+//    incumbent counts as the first) and freezes again.
+// Every phase change emits kPhaseChange; the first event, at construction,
+// is the change from kOff to the starting phase (time 0).
 #pragma once
 
 #include <condition_variable>
@@ -47,8 +74,16 @@ struct AutotunePolicySettings {
   int retune_windows = 3;
   std::uint64_t seed = 1;
   /// Run Observe()/Suggest() on a worker thread (the runtime); false runs
-  /// them inside OnStep() (deterministic unit tests).
+  /// them inside OnStep() (deterministic unit tests). Either way the same
+  /// steps give the same configurations, provided the caller, when
+  /// asynchronous, waits (WaitIdle()) before reporting the next step.
   bool asynchronous = true;
+  /// Settings of every optimizer the policy builds, except `seed` and
+  /// `gp.noise_floor`, which come from the fields above. The optimizer
+  /// checks them when exploration starts: a bad one turns the policy off
+  /// with a kError event. `stop_ei_threshold` > 0 lets a round end before
+  /// its budget (ShouldStop()); `max_evaluations` counts priors too.
+  BayesOptSettings optimizer;
 };
 
 /// A scored configuration known before this run (from a store).
@@ -66,14 +101,20 @@ struct PolicyStart {
   /// still shape the model.
   std::vector<PriorSample> priors;
   /// A configuration known to be best for this job: it is applied at once
-  /// and scored over `confirm_samples` samples instead of exploring. If its
-  /// score is at least (1 - retune_drop) x `known_best_score`, the policy
-  /// freezes on it with zero exploration samples; otherwise it explores
-  /// with the priors (and the confirmation) as prior observations.
+  /// (TakeConfig() returns it right after construction) and scored over
+  /// `confirm_samples` samples instead of the warm-up; their median is the
+  /// confirmation score (reported as the initial score: the initial
+  /// configuration is not measured). The samples carry phase kWarmup. If
+  /// the confirmation score is at least (1 - retune_drop) x
+  /// `known_best_score`, the policy freezes on it with zero exploration
+  /// samples; otherwise it explores with the priors, then `known_best` with
+  /// the confirmation score (the round's first sample), as observations.
   std::optional<Config> known_best;
   double known_best_score = 0;
   int confirm_samples = 2;
-  /// Apply `known_best` and freeze without scoring anything.
+  /// Apply `known_best` and freeze without scoring anything (best score:
+  /// `known_best_score`). Frozen samples are still scored and reported,
+  /// but this mode never re-tunes: the configuration was chosen for it.
   bool freeze_on_known_best = false;
 };
 
@@ -93,7 +134,8 @@ struct PolicyEvent {
   double score = 0;
   /// `now` of the step that finished the sample / caused the change.
   double time = 0;
-  /// kError: what failed (the policy is off afterwards).
+  /// kError: what failed (the policy is off afterwards: a kPhaseChange to
+  /// kOff follows, and no more configurations come).
   std::string message;
 };
 
@@ -109,23 +151,34 @@ struct PolicyStatus {
   double last_score = 0;
   Config best;
   int retunes = 0;
+  /// The message of the kError event that turned the policy off.
+  std::string error;
+  /// Events dropped because the caller did not take them (the oldest go
+  /// first beyond 10000 queued).
+  int dropped_events = 0;
 };
 
 class AutotunePolicy {
  public:
-  /// An empty space (every knob pinned) freezes at once. Throws
-  /// std::invalid_argument on bad settings or a start outside the space.
+  /// An empty space (every knob pinned) freezes at once on the initial
+  /// configuration and never re-tunes. Throws std::invalid_argument on bad
+  /// settings or a start outside the space (`initial` and `known_best` must
+  /// be valid points; priors need the right size and finite values and are
+  /// clamped into the space, as other runs may have had other bounds).
   AutotunePolicy(SearchSpace space, PolicyStart start,
                  AutotunePolicySettings settings);
-  /// Joins the worker thread (an unfinished suggestion is abandoned).
+  /// Joins the worker thread (an unfinished suggestion is abandoned once the
+  /// optimizer call in progress returns).
   ~AutotunePolicy();
   AutotunePolicy(const AutotunePolicy&) = delete;
   AutotunePolicy& operator=(const AutotunePolicy&) = delete;
 
   /// One completed step under the configuration in force: `bytes` reduced
   /// in `seconds`, ending at `now`. Cheap when asynchronous. Steps that end
-  /// while a suggestion is being computed, and the first step after a new
-  /// configuration was taken (it straddles the switch), are not scored.
+  /// while a suggestion is being computed or waits to be taken, and the
+  /// first step after a new configuration was taken (it straddles the
+  /// switch), are not scored; nor is a step whose bytes / seconds is not a
+  /// finite positive number. Never throws: a failure becomes a kError event.
   void OnStep(double bytes, double seconds, double now);
 
   /// The next configuration to put in force, once; the caller applies it
@@ -137,6 +190,9 @@ class AutotunePolicy {
 
   PolicyStatus status() const;
   const SearchSpace& space() const;
+
+  /// True while the worker computes a suggestion (steps are ignored).
+  bool computing() const;
 
   /// Blocks until no suggestion is being computed (tests, shutdown).
   void WaitIdle();

@@ -1,0 +1,648 @@
+#include "hvdtune/tuner/autotune_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "test_functions.h"
+
+namespace hvdtune::tuner {
+namespace {
+
+namespace tt = testing;
+using Kind = PolicyEvent::Kind;
+
+// The job's throughput (GB/s) under a configuration of the collective
+// throughput surface: what a step measures, before noise.
+double Throughput(const Config& c) {
+  return -tt::CollectiveThroughput::Value(c);
+}
+
+// Far from the optimum: 1 MiB fusion, 0.2 ms cycles, 64 KiB segments, ring.
+Config PoorStart() { return {1 << 20, 0.2, 64 << 10, 1}; }
+
+PolicyStart Start(Config initial = PoorStart()) {
+  PolicyStart start;
+  start.initial = std::move(initial);
+  return start;
+}
+
+AutotunePolicySettings Settings(bool asynchronous = false) {
+  AutotunePolicySettings s;
+  s.warmup_samples = 3;
+  s.steps_per_sample = 3;
+  s.max_samples = 12;
+  s.retune_drop = 0.15;
+  s.retune_windows = 2;
+  s.seed = 5;
+  s.asynchronous = asynchronous;
+  return s;
+}
+
+// Plays the caller: polls TakeConfig() before every step, then reports one
+// step measured under the configuration in force (+-2% noise, times
+// `slowdown`). Asynchronous policies are waited for after every step, which
+// makes them deterministic too.
+class Caller {
+ public:
+  Caller(AutotunePolicy& policy, Config in_force)
+      : policy_(policy), in_force_(std::move(in_force)) {}
+
+  void Step() {
+    if (auto next = policy_.TakeConfig()) {
+      in_force_ = *next;
+      applied_.push_back(*next);
+    }
+    const double seconds = 0.1;
+    const double gbps = Throughput(in_force_) * noise_(rng_) * slowdown_;
+    now_ += seconds;
+    policy_.OnStep(gbps * 1e9 * seconds, seconds, now_);
+    ++steps_;
+    policy_.WaitIdle();
+    for (PolicyEvent& e : policy_.TakeEvents()) events_.push_back(e);
+  }
+  // Steps until `done` holds (true) or `max_steps` were taken (false).
+  template <typename F>
+  bool RunUntil(F done, int max_steps = 2000) {
+    for (int i = 0; i < max_steps; ++i) {
+      if (done()) return true;
+      Step();
+    }
+    return done();
+  }
+  bool RunUntilPhase(Phase phase, int max_steps = 2000) {
+    return RunUntil([&] { return policy_.status().phase == phase; }, max_steps);
+  }
+
+  void set_slowdown(double s) { slowdown_ = s; }
+  const Config& in_force() const { return in_force_; }
+  const std::vector<Config>& applied() const { return applied_; }
+  const std::vector<PolicyEvent>& events() const { return events_; }
+  int steps() const { return steps_; }
+
+  std::vector<PolicyEvent> Events(Kind kind) const {
+    std::vector<PolicyEvent> out;
+    for (const PolicyEvent& e : events_) {
+      if (e.kind == kind) out.push_back(e);
+    }
+    return out;
+  }
+  std::vector<PolicyEvent> Samples(Phase phase) const {
+    std::vector<PolicyEvent> out;
+    for (const PolicyEvent& e : Events(Kind::kSample)) {
+      if (e.phase == phase) out.push_back(e);
+    }
+    return out;
+  }
+  // Phase changes as (from, to) pairs.
+  std::vector<std::pair<Phase, Phase>> Changes() const {
+    std::vector<std::pair<Phase, Phase>> out;
+    for (const PolicyEvent& e : Events(Kind::kPhaseChange)) {
+      out.emplace_back(e.previous_phase, e.phase);
+    }
+    return out;
+  }
+
+ private:
+  AutotunePolicy& policy_;
+  Config in_force_;
+  std::mt19937_64 rng_{11};
+  std::uniform_real_distribution<double> noise_{0.98, 1.02};
+  double slowdown_ = 1;
+  double now_ = 0;
+  int steps_ = 0;
+  std::vector<Config> applied_;
+  std::vector<PolicyEvent> events_;
+};
+
+void ExpectContiguousIndices(const Caller& caller) {
+  int expected = 1;
+  for (const PolicyEvent& e : caller.Events(Kind::kSample)) {
+    EXPECT_EQ(e.index, expected++);
+  }
+}
+
+using Changes = std::vector<std::pair<Phase, Phase>>;
+
+TEST(AutotunePolicyTest, PhaseNames) {
+  EXPECT_STREQ(PhaseName(Phase::kOff), "off");
+  EXPECT_STREQ(PhaseName(Phase::kWarmup), "warmup");
+  EXPECT_STREQ(PhaseName(Phase::kExploring), "exploring");
+  EXPECT_STREQ(PhaseName(Phase::kFrozen), "frozen");
+  EXPECT_STREQ(PhaseName(Phase::kRetuning), "retuning");
+}
+
+TEST(AutotunePolicyTest, WarmsUpExploresAndFreezesAfterTheBudget) {
+  const AutotunePolicySettings s = Settings();
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), Start(), s);
+  EXPECT_EQ(policy.status().phase, Phase::kWarmup);
+  EXPECT_FALSE(policy.TakeConfig().has_value());
+  Caller caller(policy, PoorStart());
+
+  // Warm-up: 3 samples of 3 steps under the initial configuration.
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kExploring));
+  EXPECT_EQ(caller.steps(), 9);
+  const std::vector<PolicyEvent> warmup = caller.Samples(Phase::kWarmup);
+  ASSERT_EQ(warmup.size(), 3u);
+  for (const PolicyEvent& e : warmup) EXPECT_EQ(e.config, PoorStart());
+  EXPECT_EQ(policy.status().initial_score, warmup.back().score);
+  EXPECT_EQ(policy.status().exploration_samples, 1);
+
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  const PolicyStatus st = policy.status();
+  // The budget counts the initial configuration's observation.
+  EXPECT_EQ(st.exploration_samples, s.max_samples);
+  EXPECT_EQ(caller.Samples(Phase::kExploring).size(),
+            static_cast<std::size_t>(s.max_samples - 1));
+  EXPECT_EQ(st.total_samples, 3 + s.max_samples - 1);
+  // Each exploring sample: one straddling step skipped, then 3 scored.
+  EXPECT_EQ(caller.steps(), 9 + (s.max_samples - 1) * 4);
+  EXPECT_EQ(caller.Changes(), (Changes{{Phase::kOff, Phase::kWarmup},
+                                       {Phase::kWarmup, Phase::kExploring},
+                                       {Phase::kExploring, Phase::kFrozen}}));
+  const PolicyEvent frozen = caller.Events(Kind::kPhaseChange).back();
+  EXPECT_EQ(frozen.config, st.best);
+  EXPECT_EQ(frozen.score, st.best_score);
+  // The frozen configuration comes through TakeConfig() like any other.
+  caller.Step();
+  EXPECT_EQ(caller.in_force(), st.best);
+  EXPECT_GT(Throughput(st.best), 1.5 * Throughput(PoorStart()));
+  ExpectContiguousIndices(caller);
+
+  // Frozen: samples are still scored and numbered, nothing changes.
+  caller.RunUntil([] { return false; }, 40);
+  EXPECT_EQ(policy.status().phase, Phase::kFrozen);
+  EXPECT_EQ(caller.applied().size(), static_cast<std::size_t>(s.max_samples));
+  EXPECT_FALSE(caller.Samples(Phase::kFrozen).empty());
+  ExpectContiguousIndices(caller);
+}
+
+TEST(AutotunePolicyTest, IgnoresInvalidStepsAndStepsBeforeTheConfigIsTaken) {
+  AutotunePolicySettings s = Settings();
+  s.warmup_samples = 1;
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), Start(), s);
+  policy.OnStep(0, 1, 1);
+  policy.OnStep(1e9, 0, 2);
+  policy.OnStep(-1, 1, 3);
+  policy.OnStep(1e300, 1e-300, 4);  // infinite throughput
+  policy.OnStep(NAN, 1, 5);
+  EXPECT_EQ(policy.status().total_samples, 0);
+  for (int i = 0; i < 3; ++i) policy.OnStep(1e9, 1, 6 + i);
+  EXPECT_EQ(policy.status().total_samples, 1);
+  EXPECT_EQ(policy.status().phase, Phase::kExploring);
+  // A configuration waits: steps still run under the old one.
+  for (int i = 0; i < 10; ++i) policy.OnStep(1e9, 1, 10 + i);
+  EXPECT_EQ(policy.status().total_samples, 1);
+  ASSERT_TRUE(policy.TakeConfig().has_value());
+  EXPECT_FALSE(policy.TakeConfig().has_value());  // once
+  policy.OnStep(1e9, 1, 20);                      // straddles the switch
+  policy.OnStep(1e9, 1, 21);
+  policy.OnStep(1e9, 1, 22);
+  EXPECT_EQ(policy.status().total_samples, 1);
+  policy.OnStep(1e9, 1, 23);
+  EXPECT_EQ(policy.status().total_samples, 2);
+  const std::vector<PolicyEvent> events = policy.TakeEvents();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().kind, Kind::kSample);
+  EXPECT_EQ(events.back().index, 2);
+  EXPECT_EQ(events.back().time, 23);
+  EXPECT_EQ(events.back().score, 1e9);
+  EXPECT_TRUE(policy.TakeEvents().empty());
+}
+
+TEST(AutotunePolicyTest, SustainedDropReopensTuningThenFreezesAgain) {
+  AutotunePolicySettings s = Settings();
+  s.max_samples = 6;
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), Start(), s);
+  Caller caller(policy, PoorStart());
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  // A few healthy frozen samples, then the job runs at half speed.
+  caller.RunUntil([] { return false; }, 20);
+  EXPECT_EQ(policy.status().phase, Phase::kFrozen);
+  EXPECT_EQ(policy.status().retunes, 0);
+  caller.set_slowdown(0.5);
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kRetuning, 40));
+  // Two degraded samples (retune_windows) re-open tuning.
+  const std::vector<PolicyEvent> frozen = caller.Samples(Phase::kFrozen);
+  ASSERT_GE(frozen.size(), 3u);
+  const PolicyEvent retune = caller.Events(Kind::kPhaseChange).back();
+  EXPECT_EQ(retune.previous_phase, Phase::kFrozen);
+  EXPECT_EQ(retune.phase, Phase::kRetuning);
+  EXPECT_EQ(retune.score, frozen.back().score);
+  EXPECT_EQ(policy.status().retunes, 1);
+
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  // max(4, 6 / 2) samples, the incumbent's counting as the first.
+  EXPECT_EQ(caller.Samples(Phase::kRetuning).size(), 3u);
+  EXPECT_EQ(policy.status().exploration_samples, 6 + 3);
+  EXPECT_EQ(caller.Changes(), (Changes{{Phase::kOff, Phase::kWarmup},
+                                       {Phase::kWarmup, Phase::kExploring},
+                                       {Phase::kExploring, Phase::kFrozen},
+                                       {Phase::kFrozen, Phase::kRetuning},
+                                       {Phase::kRetuning, Phase::kFrozen}}));
+  // Stays frozen at the new, slower level.
+  caller.RunUntil([] { return false; }, 60);
+  EXPECT_EQ(policy.status().phase, Phase::kFrozen);
+  EXPECT_EQ(policy.status().retunes, 1);
+  ExpectContiguousIndices(caller);
+}
+
+TEST(AutotunePolicyTest, NoRetuneWhenDropIsZero) {
+  AutotunePolicySettings s = Settings();
+  s.max_samples = 4;
+  s.retune_drop = 0;
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), Start(), s);
+  Caller caller(policy, PoorStart());
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  caller.set_slowdown(0.1);
+  caller.RunUntil([] { return false; }, 100);
+  EXPECT_EQ(policy.status().phase, Phase::kFrozen);
+  EXPECT_EQ(policy.status().retunes, 0);
+}
+
+// A coarse grid over the space, best first: scored configurations from
+// "other runs".
+std::vector<PriorSample> GridPriors(double scale) {
+  const SearchSpace space = tt::CollectiveThroughput::Space();
+  std::vector<PriorSample> all;
+  for (int a = 0; a < 3; ++a) {
+    for (double i : {0.1, 0.5, 0.9}) {
+      for (double j : {0.1, 0.5, 0.9}) {
+        for (double k : {0.1, 0.5, 0.9}) {
+          Eigen::VectorXd u(4);
+          u << i, j, k, a;
+          const Config c = space.FromUnit(u);
+          all.push_back({c, scale * Throughput(c)});
+        }
+      }
+    }
+  }
+  std::sort(all.begin(), all.end(),
+            [](const auto& x, const auto& y) { return x.score > y.score; });
+  return all;
+}
+
+// Samples until the configuration in force is within 5% of `target`.
+int SamplesToReach(AutotunePolicy& policy, double target) {
+  Caller caller(policy, PoorStart());
+  caller.RunUntil([&] {
+    return Throughput(caller.in_force()) >= 0.95 * target ||
+           policy.status().phase == Phase::kFrozen;
+  });
+  return policy.status().exploration_samples;
+}
+
+TEST(AutotunePolicyTest, PriorsShapeTheSearch) {
+  AutotunePolicySettings s = Settings();
+  s.max_samples = 20;
+  const std::vector<PriorSample> grid = GridPriors(1e9);
+  // The best of the grid is the target: a good configuration.
+  const double target = grid.front().score / 1e9;
+  AutotunePolicy without(tt::CollectiveThroughput::Space(), Start(), s);
+  PolicyStart start = Start();
+  start.priors = grid;
+  AutotunePolicy with(tt::CollectiveThroughput::Space(), start, s);
+  const int samples_without = SamplesToReach(without, target);
+  const int samples_with = SamplesToReach(with, target);
+  std::printf(
+      "samples to within 5%% of the grid best: %d without priors, %d "
+      "with %zu priors\n",
+      samples_without, samples_with, grid.size());
+  EXPECT_LT(samples_with, samples_without);
+  EXPECT_LE(samples_with, 3);
+}
+
+TEST(AutotunePolicyTest, FreezesOnlyOnWhatThisRunMeasured) {
+  // Priors from a run on another scale (1000x higher scores) would win any
+  // comparison of raw scores; the policy must not freeze on one unmeasured.
+  AutotunePolicySettings s = Settings();
+  s.max_samples = 6;
+  PolicyStart start = Start();
+  start.priors = GridPriors(1e12);
+  start.priors.resize(8);
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, s);
+  Caller caller(policy, PoorStart());
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  const PolicyStatus st = policy.status();
+  std::vector<Config> measured = {PoorStart()};
+  for (const PolicyEvent& e : caller.Events(Kind::kSample)) {
+    measured.push_back(e.config);
+  }
+  EXPECT_NE(std::find(measured.begin(), measured.end(), st.best),
+            measured.end());
+  EXPECT_LT(st.best_score, 1e11);  // this run's scale
+}
+
+TEST(AutotunePolicyTest, KnownBestConfirmedFreezesWithoutExploring) {
+  const std::vector<PriorSample> grid = GridPriors(1e9);
+  PolicyStart start = Start();
+  start.known_best = grid.front().config;
+  start.known_best_score = grid.front().score;
+  start.confirm_samples = 2;
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, Settings());
+  // Applied at once.
+  const std::optional<Config> first = policy.TakeConfig();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(*first, *start.known_best);
+  Caller caller(policy, *first);
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  const PolicyStatus st = policy.status();
+  EXPECT_EQ(st.exploration_samples, 0);
+  EXPECT_EQ(st.total_samples, 2);
+  EXPECT_EQ(st.best, *start.known_best);
+  EXPECT_TRUE(caller.applied().empty());  // nothing else to apply
+  const std::vector<PolicyEvent> confirm = caller.Samples(Phase::kWarmup);
+  ASSERT_EQ(confirm.size(), 2u);
+  for (const PolicyEvent& e : confirm) EXPECT_EQ(e.config, *start.known_best);
+  EXPECT_EQ(st.best_score, 0.5 * (confirm[0].score + confirm[1].score));
+  EXPECT_EQ(caller.Changes(), (Changes{{Phase::kOff, Phase::kWarmup},
+                                       {Phase::kWarmup, Phase::kFrozen}}));
+  // It may still re-tune on a sustained drop.
+  caller.RunUntil([] { return false; }, 12);
+  caller.set_slowdown(0.5);
+  EXPECT_TRUE(caller.RunUntilPhase(Phase::kRetuning, 100));
+}
+
+TEST(AutotunePolicyTest, KnownBestThatScoresLowExplores) {
+  const std::vector<PriorSample> grid = GridPriors(1e9);
+  PolicyStart start = Start();
+  start.known_best = grid[20].config;  // mediocre
+  start.known_best_score = 2 * grid.front().score;
+  AutotunePolicySettings s = Settings();
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, s);
+  const std::optional<Config> first = policy.TakeConfig();
+  ASSERT_TRUE(first.has_value());
+  Caller caller(policy, *first);
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kExploring));
+  EXPECT_EQ(policy.status().total_samples, start.confirm_samples);
+  EXPECT_EQ(policy.status().exploration_samples, 1);
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  EXPECT_EQ(policy.status().exploration_samples, s.max_samples);
+  EXPECT_GE(Throughput(policy.status().best), Throughput(*start.known_best));
+  EXPECT_EQ(caller.Changes(), (Changes{{Phase::kOff, Phase::kWarmup},
+                                       {Phase::kWarmup, Phase::kExploring},
+                                       {Phase::kExploring, Phase::kFrozen}}));
+  ExpectContiguousIndices(caller);
+}
+
+TEST(AutotunePolicyTest, FreezeOnKnownBestNeverTunes) {
+  const std::vector<PriorSample> grid = GridPriors(1e9);
+  PolicyStart start = Start();
+  start.known_best = grid[3].config;
+  start.known_best_score = grid[3].score;
+  start.freeze_on_known_best = true;
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start,
+                        Settings(/*asynchronous=*/true));
+  EXPECT_EQ(policy.status().phase, Phase::kFrozen);
+  EXPECT_EQ(policy.status().best, *start.known_best);
+  EXPECT_EQ(policy.status().best_score, start.known_best_score);
+  const std::vector<PolicyEvent> events = policy.TakeEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, Kind::kPhaseChange);
+  EXPECT_EQ(events[0].previous_phase, Phase::kOff);
+  EXPECT_EQ(events[0].phase, Phase::kFrozen);
+  EXPECT_EQ(events[0].config, *start.known_best);
+  const std::optional<Config> first = policy.TakeConfig();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(*first, *start.known_best);
+  Caller caller(policy, *first);
+  caller.set_slowdown(0.3);  // a drop that would re-tune otherwise
+  caller.RunUntil([] { return false; }, 200);
+  EXPECT_EQ(policy.status().phase, Phase::kFrozen);
+  EXPECT_EQ(policy.status().retunes, 0);
+  EXPECT_TRUE(caller.applied().empty());
+  EXPECT_GE(caller.Samples(Phase::kFrozen).size(), 10u);  // monitored
+}
+
+TEST(AutotunePolicyTest, EmptySpaceIsFrozenAtOnce) {
+  for (const SearchSpace& space :
+       {SearchSpace(std::vector<Dimension>{}),
+        SearchSpace({Dimension::Continuous("cycle", 0.1, 50).Pinned(5),
+                     Dimension::Categorical("algorithm", 3).Pinned(2)})}) {
+    const Config initial = space.Center();
+    AutotunePolicy policy(space, Start(initial), Settings());
+    EXPECT_EQ(policy.status().phase, Phase::kFrozen);
+    EXPECT_FALSE(policy.TakeConfig().has_value());
+    const std::vector<PolicyEvent> events = policy.TakeEvents();
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].phase, Phase::kFrozen);
+    EXPECT_EQ(events[0].config, initial);
+    double now = 0;
+    for (int i = 0; i < 60; ++i) {
+      policy.OnStep(i < 10 ? 1e9 : 1e8, 1, now += 1);  // a 10x drop
+    }
+    EXPECT_FALSE(policy.TakeConfig().has_value());
+    EXPECT_EQ(policy.status().phase, Phase::kFrozen);
+    EXPECT_EQ(policy.status().total_samples, 20);
+  }
+}
+
+TEST(AutotunePolicyTest, OptimizerErrorTurnsThePolicyOff) {
+  for (bool asynchronous : {false, true}) {
+    AutotunePolicySettings s = Settings(asynchronous);
+    s.optimizer.stop_patience = 0;  // the optimizer rejects this
+    AutotunePolicy policy(tt::CollectiveThroughput::Space(), Start(), s);
+    Caller caller(policy, PoorStart());
+    ASSERT_TRUE(caller.RunUntilPhase(Phase::kOff, 100));
+    const std::vector<PolicyEvent> errors = caller.Events(Kind::kError);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_EQ(errors[0].phase, Phase::kOff);
+    EXPECT_EQ(errors[0].previous_phase, Phase::kExploring);
+    EXPECT_NE(errors[0].message.find("invalid settings"), std::string::npos)
+        << errors[0].message;
+    EXPECT_EQ(policy.status().error, errors[0].message);
+    EXPECT_EQ(caller.Changes().back(),
+              std::make_pair(Phase::kExploring, Phase::kOff));
+    // Steps go on; nothing more happens.
+    caller.RunUntil([] { return false; }, 50);
+    EXPECT_TRUE(caller.applied().empty());
+    EXPECT_EQ(policy.status().total_samples, 3);
+    EXPECT_EQ(caller.Events(Kind::kError).size(), 1u);
+  }
+}
+
+TEST(AutotunePolicyTest, RejectsBadSettingsAndStarts) {
+  const SearchSpace space = tt::CollectiveThroughput::Space();
+  auto bad = [&](auto edit) {
+    AutotunePolicySettings s = Settings();
+    PolicyStart start = Start();
+    edit(s, start);
+    EXPECT_THROW(AutotunePolicy(space, start, s), std::invalid_argument);
+  };
+  bad([](auto& s, auto&) { s.steps_per_sample = 0; });
+  bad([](auto& s, auto&) { s.max_samples = 0; });
+  bad([](auto& s, auto&) { s.warmup_samples = -1; });
+  bad([](auto& s, auto&) { s.gaussian_process_noise = 0; });
+  bad([](auto& s, auto&) { s.retune_drop = 1; });
+  bad([](auto& s, auto&) { s.retune_windows = 0; });
+  bad([](auto&, auto& st) { st.initial = {1 << 20, 0.2}; });
+  bad([](auto&, auto& st) { st.initial[1] = 1000; });  // above 50 ms
+  bad([](auto&, auto& st) { st.initial[3] = 1.5; });   // not a category
+  bad([](auto&, auto& st) { st.known_best = Config{1, 2, 3, 4}; });
+  bad([](auto&, auto& st) { st.freeze_on_known_best = true; });
+  bad([](auto&, auto& st) { st.priors.push_back({{1, 2}, 1.0}); });
+  bad([](auto&, auto& st) { st.priors.push_back({PoorStart(), NAN}); });
+  try {
+    PolicyStart start = Start();
+    start.initial[1] = 1000;
+    AutotunePolicy(space, start, Settings());
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("cycle_time_ms"), std::string::npos)
+        << e.what();
+  }
+  // Priors from runs with other bounds are clamped, not rejected.
+  PolicyStart start = Start();
+  start.priors.push_back({{1e12, 1000, 1, 2}, 1.0});
+  EXPECT_NO_THROW(AutotunePolicy(space, start, Settings()));
+}
+
+// Configurations applied and events of a run through warm-up, exploring,
+// freezing, a re-tune and freezing again.
+std::pair<std::vector<Config>, std::vector<PolicyEvent>> FullRun(
+    bool asynchronous) {
+  AutotunePolicySettings s = Settings(asynchronous);
+  s.max_samples = 8;
+  PolicyStart start = Start();
+  start.priors = GridPriors(1e9);
+  start.priors.resize(3);
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, s);
+  Caller caller(policy, PoorStart());
+  EXPECT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  caller.RunUntil([] { return false; }, 12);
+  caller.set_slowdown(0.5);
+  EXPECT_TRUE(caller.RunUntilPhase(Phase::kRetuning));
+  EXPECT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  caller.RunUntil([] { return false; }, 12);
+  return {caller.applied(), caller.events()};
+}
+
+TEST(AutotunePolicyTest, DeterministicAndAsynchronousMatchesSynchronous) {
+  const auto sync = FullRun(false);
+  const auto again = FullRun(false);
+  const auto async = FullRun(true);
+  EXPECT_GE(sync.first.size(), 10u);
+  EXPECT_EQ(again.first, sync.first);
+  EXPECT_EQ(async.first, sync.first);
+  ASSERT_EQ(async.second.size(), sync.second.size());
+  for (std::size_t i = 0; i < sync.second.size(); ++i) {
+    const PolicyEvent& a = async.second[i];
+    const PolicyEvent& b = sync.second[i];
+    EXPECT_EQ(a.kind, b.kind) << i;
+    EXPECT_EQ(a.index, b.index) << i;
+    EXPECT_EQ(a.phase, b.phase) << i;
+    EXPECT_EQ(a.previous_phase, b.previous_phase) << i;
+    EXPECT_EQ(a.config, b.config) << i;
+    EXPECT_EQ(a.score, b.score) << i;
+    EXPECT_EQ(a.time, b.time) << i;
+  }
+}
+
+double Micros(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
+
+// What the caller's thread pays around the sample that ends the warm-up,
+// whose optimizer work is the first model fit on ~100 observations (priors
+// plus the initial configuration).
+struct CallerCost {
+  double sync_us = 0;      // synchronous OnStep (Observe + Suggest inside)
+  double dispatch_us = 0;  // asynchronous OnStep handing the sample over
+  bool computing_after_dispatch = false;
+  double worker_us = 0;           // until the suggestion was ready
+  std::vector<double> calls_us;   // OnStep + TakeConfig while computing
+  bool suggestion_taken = false;  // the worker's result reached the caller
+  int total_samples = 0;
+};
+
+CallerCost MeasureCallerCost(AutotunePolicySettings s) {
+  const SearchSpace space = tt::CollectiveThroughput::Space();
+  PolicyStart start = Start();
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int i = 0; i < 100; ++i) {
+    Eigen::VectorXd x(4);
+    x << u(rng), u(rng), u(rng), std::floor(3 * u(rng));
+    const Config c = space.FromUnit(x);
+    start.priors.push_back({c, 1e9 * Throughput(c)});
+  }
+  s.warmup_samples = 1;
+  s.steps_per_sample = 1;
+  using Clock = std::chrono::steady_clock;
+  CallerCost cost;
+
+  s.asynchronous = false;
+  AutotunePolicy sync(space, start, s);
+  auto t0 = Clock::now();
+  sync.OnStep(1e9, 1, 1);
+  cost.sync_us = Micros(Clock::now() - t0);
+
+  s.asynchronous = true;
+  AutotunePolicy async(space, start, s);
+  const auto dispatched = Clock::now();
+  async.OnStep(1e9, 1, 1);
+  cost.dispatch_us = Micros(Clock::now() - dispatched);
+  cost.computing_after_dispatch = async.computing();
+  std::optional<Config> next;
+  double now = 1;
+  while (!next && async.computing()) {
+    t0 = Clock::now();
+    async.OnStep(1e9, 1, now += 1);
+    next = async.TakeConfig();
+    cost.calls_us.push_back(Micros(Clock::now() - t0));
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  async.WaitIdle();
+  cost.worker_us = Micros(Clock::now() - dispatched);
+  if (!next) next = async.TakeConfig();
+  cost.suggestion_taken = next.has_value();
+  cost.total_samples = async.status().total_samples;
+  std::sort(cost.calls_us.begin(), cost.calls_us.end());
+  std::printf(
+      "synchronous OnStep (Observe + Suggest, first fit at 101 "
+      "observations): %.0f us\n"
+      "asynchronous OnStep handing the sample over: %.1f us; worker busy "
+      "%.0f us; %zu OnStep + TakeConfig calls meanwhile: median %.2f us, max "
+      "%.2f us\n",
+      cost.sync_us, cost.dispatch_us, cost.worker_us, cost.calls_us.size(),
+      cost.calls_us.empty() ? 0.0 : cost.calls_us[cost.calls_us.size() / 2],
+      cost.calls_us.empty() ? 0.0 : cost.calls_us.back());
+  return cost;
+}
+
+TEST(AutotunePolicyTest, CallerThreadStaysCheapWhileTheWorkerComputes) {
+  // Default optimizer settings: the figures to compare (not asserted: they
+  // depend on the machine and its load).
+  MeasureCallerCost(Settings());
+  // Deliberately slow: 20 restarts of the hyperparameter fit, so that the
+  // worker is still busy long after OnStep returned, however loaded the
+  // machine is.
+  AutotunePolicySettings slow = Settings();
+  slow.optimizer.gp.restarts = 20;
+  const CallerCost cost = MeasureCallerCost(slow);
+  EXPECT_TRUE(cost.computing_after_dispatch);
+  EXPECT_FALSE(cost.calls_us.empty());
+  EXPECT_TRUE(cost.suggestion_taken);
+  // Steps reported while the worker computed were not scored.
+  EXPECT_EQ(cost.total_samples, 1);
+}
+
+TEST(AutotunePolicyTest, DestructionWhileTheWorkerComputesReturns) {
+  PolicyStart start = Start();
+  start.priors = GridPriors(1e9);
+  AutotunePolicySettings s = Settings(/*asynchronous=*/true);
+  s.warmup_samples = 1;
+  s.steps_per_sample = 1;
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, s);
+  policy.OnStep(1e9, 1, 1);
+  // Destroyed here, possibly mid-computation.
+}
+
+}  // namespace
+}  // namespace hvdtune::tuner
