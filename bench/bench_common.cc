@@ -360,13 +360,12 @@ EnvLookup EnvWithOverrides(std::map<std::string, std::string> overrides) {
 void CheckAlgorithms(std::string_view flag,
                      const std::vector<std::string>& algorithms) {
   for (const std::string& algorithm : algorithms) {
-    if (std::find(kAllreduceAlgorithmChoices.begin(),
-                  kAllreduceAlgorithmChoices.end(),
-                  algorithm) == kAllreduceAlgorithmChoices.end()) {
+    if (std::find(AllreduceAlgorithms().begin(), AllreduceAlgorithms().end(),
+                  algorithm) == AllreduceAlgorithms().end()) {
       std::ostringstream msg;
       msg << flag << ": unknown allreduce algorithm '" << algorithm
           << "' (this build has:";
-      for (std::string_view choice : kAllreduceAlgorithmChoices) {
+      for (std::string_view choice : AllreduceAlgorithms()) {
         msg << " " << choice;
       }
       msg << ")";

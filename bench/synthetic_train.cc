@@ -542,7 +542,7 @@ int Main(MpiSession& mpi, int argc, char** argv) {
 int main(int argc, char** argv) {
   // Without MPI: the allreduce algorithms this build has, for grid scripts.
   if (argc == 2 && std::string_view(argv[1]) == "--list-algorithms") {
-    for (std::string_view a : hvdtune::kAllreduceAlgorithmChoices) {
+    for (std::string_view a : hvdtune::AllreduceAlgorithms()) {
       std::cout << a << "\n";
     }
     return 0;

@@ -1,13 +1,18 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
-#include "autotune/parameter_manager.h"
+#include "autotune/knob_space.h"
 #include "autotune/throughput_meter.h"
+#include "hvdtune/services.h"
 #include "hvdtune/status.h"
+#include "sinks/autotune_log.h"
 #include "test_env.h"
 
 namespace hvdtune::internal {
@@ -91,47 +96,84 @@ struct TuningRun {
   KnobSettings final_knobs;
   AutotuneStatus status;
   std::vector<KnobSettings> applied;
+  std::vector<AutotuneSampleEvent> samples;
+  std::vector<PhaseChangeEvent> phases;
 };
 
-bool Frozen(const ParameterManager& p) {
-  return p.status().phase == AutotunePhase::kFrozen;
+TuningContext Context(const AutotuneSettings& s, KnobConfig knobs = {}) {
+  TuningContext ctx;
+  ctx.settings = s;
+  ctx.knobs = knobs;
+  ctx.info.knobs = knobs.values;
+  return ctx;
 }
 
-TuningRun Drive(ParameterManager& pm, KnobSettings knobs, int max_steps,
-                bool (*stop)(const ParameterManager&) = nullptr) {
+bool Frozen(const Autotuner& a) {
+  return a.status().phase == AutotunePhase::kFrozen;
+}
+
+// Runs steps of one tensor "g" (a repeated name closes a step) through the
+// autotuner as the cycle loop would: events, then Poll. The optimizer runs
+// on the autotuner's thread, so steps that end while it computes are not
+// scored; the run is bounded by steps and wall time.
+TuningRun Drive(Autotuner& a, KnobSettings knobs, int max_steps,
+                bool (*stop)(const Autotuner&) = nullptr,
+                double slow_after_frozen = 1.0) {
   TuningRun run;
   std::uint64_t rng = 42;
   double now = 0;
-  for (; run.steps < max_steps; ++run.steps) {
-    const double seconds = 1e8 / Throughput(knobs, &rng);
-    now += seconds;
-    if (auto next = pm.OnStep(1e8, seconds, now)) {
-      knobs = *next;
+  int frozen_steps = 0;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (; run.steps < max_steps && std::chrono::steady_clock::now() < deadline;
+       ++run.steps) {
+    // The slowdown starts a few samples into the frozen phase.
+    if (Frozen(a)) ++frozen_steps;
+    const double slow = frozen_steps > 8 ? slow_after_frozen : 1.0;
+    now += 1e8 / (slow * Throughput(knobs, &rng));
+    TensorEvent e;
+    e.name = "g";
+    e.bytes = 100000000;
+    e.finished = now;
+    a.OnTensor(e);
+    Autotuner::Output out = a.Poll(now);
+    if (out.update) {
+      knobs = *out.update;
       run.applied.push_back(knobs);
     }
-    if (stop && stop(pm)) break;
+    for (auto& x : out.samples) run.samples.push_back(x);
+    for (auto& x : out.phase_changes) run.phases.push_back(x);
+    if (stop && stop(a)) break;
+    if (run.steps % 64 == 0) std::this_thread::yield();
   }
   run.final_knobs = knobs;
-  run.status = pm.status();
+  run.status = a.status();
   return run;
 }
 
-TEST(ParameterManager, WarmsUpExploresAndFreezesOnSomethingBetter) {
+TEST(GpAutotuner, WarmsUpExploresAndFreezesOnSomethingBetter) {
   AutotuneSettings s;
   s.enabled = true;
   s.steps_per_sample = 3;
   s.warmup_samples = 2;
   s.max_samples = 20;
   KnobSettings initial;  // 128 MiB, 1 ms: 0.75 of the peak
-  ParameterManager pm(s, {}, initial);
-  EXPECT_EQ(pm.status().phase, AutotunePhase::kWarmup);
-  const TuningRun run = Drive(pm, initial, 2000, Frozen);
+  auto a = MakeGpAutotuner(Context(s));
+  EXPECT_EQ(a->status().phase, AutotunePhase::kWarmup);
+  const TuningRun run = Drive(*a, initial, 1000000, Frozen);
   ASSERT_EQ(run.status.phase, AutotunePhase::kFrozen);
   EXPECT_EQ(run.status.samples, 20);
-  // Warm-up + 20 samples, one skipped step after each change.
-  EXPECT_LE(run.steps, (2 + 20) * 4 + 4);
-  EXPECT_GE(run.status.best_score, run.status.default_score);
   EXPECT_EQ(run.final_knobs, run.status.best);
+  // Samples are numbered 1, 2, 3, ... over warm-up and exploration.
+  ASSERT_EQ(run.samples.size(), 2u + 19u);
+  for (std::size_t i = 0; i < run.samples.size(); ++i) {
+    EXPECT_EQ(run.samples[i].index, static_cast<int>(i) + 1);
+  }
+  EXPECT_EQ(run.samples[0].phase, AutotunePhase::kWarmup);
+  EXPECT_EQ(run.samples[2].phase, AutotunePhase::kExploring);
+  ASSERT_FALSE(run.phases.empty());
+  EXPECT_EQ(run.phases.back().to, AutotunePhase::kFrozen);
+  EXPECT_EQ(run.phases.back().values, run.status.best);
   std::uint64_t rng = 7;
   double best = 0, dflt = 0;
   for (int i = 0; i < 50; ++i) {
@@ -139,26 +181,25 @@ TEST(ParameterManager, WarmsUpExploresAndFreezesOnSomethingBetter) {
     dflt += Throughput(initial, &rng);
   }
   EXPECT_GT(best, dflt * 1.15) << run.status.best.ToString();
-  const std::vector<std::string> tuned = pm.tuned_knobs();
+  const std::vector<std::string>& tuned = run.status.tuned_knobs;
   EXPECT_NE(std::find(tuned.begin(), tuned.end(), "fusion_threshold"),
             tuned.end());
   EXPECT_NE(std::find(tuned.begin(), tuned.end(), "cycle_time"), tuned.end());
 }
 
-TEST(ParameterManager, PinnedKnobsNeverChange) {
+TEST(GpAutotuner, PinnedKnobsNeverChange) {
   AutotuneSettings s;
   s.enabled = true;
   s.steps_per_sample = 2;
   s.warmup_samples = 1;
   s.max_samples = 10;
-  TuningScope scope;
-  scope.pinned[static_cast<int>(KnobId::kCycleTime)] = true;
-  scope.pinned[static_cast<int>(KnobId::kCacheCapacity)] = true;
-  KnobSettings initial;
-  initial.Set(KnobId::kCycleTime, 3.5);
-  initial.Set(KnobId::kCacheCapacity, 77);
-  ParameterManager pm(s, scope, initial);
-  const TuningRun run = Drive(pm, initial, 200);
+  KnobConfig knobs;
+  knobs.pinned[static_cast<int>(KnobId::kCycleTime)] = true;
+  knobs.pinned[static_cast<int>(KnobId::kCacheCapacity)] = true;
+  knobs.values.Set(KnobId::kCycleTime, 3.5);
+  knobs.values.Set(KnobId::kCacheCapacity, 77);
+  auto a = MakeGpAutotuner(Context(s, knobs));
+  const TuningRun run = Drive(*a, knobs.values, 1000000, Frozen);
   ASSERT_FALSE(run.applied.empty());
   for (const KnobSettings& k : run.applied) {
     EXPECT_EQ(k.cycle_time_ms(), 3.5);
@@ -168,36 +209,79 @@ TEST(ParameterManager, PinnedKnobsNeverChange) {
   }
 }
 
-TEST(ParameterManager, EverythingPinnedMeansNothingToTune) {
+TEST(GpAutotuner, EverythingPinnedMeansNothingToTune) {
   AutotuneSettings s;
   s.enabled = true;
-  TuningScope scope;
-  scope.pinned.fill(true);
-  ParameterManager pm(s, scope, KnobSettings());
-  EXPECT_TRUE(pm.tuned_knobs().empty());
-  EXPECT_TRUE(Drive(pm, KnobSettings(), 100).applied.empty());
+  KnobConfig knobs;
+  knobs.pinned.fill(true);
+  auto a = MakeGpAutotuner(Context(s, knobs));
+  EXPECT_TRUE(a->status().tuned_knobs.empty());
+  EXPECT_EQ(a->status().phase, AutotunePhase::kFrozen);
+  EXPECT_TRUE(Drive(*a, KnobSettings(), 100).applied.empty());
 }
 
-TEST(ParameterManager, LogHasHorovodColumnsAndOneRowPerSample) {
+// The search space follows the knob table: on/off for the cache, the
+// multi-node and grouping conditions, pins.
+TEST(KnobSpace, FollowsTheTable) {
+  KnobConfig knobs;
+  const KnobSpace one(knobs, false, false);
+  const auto names = one.tuned_knobs();
+  EXPECT_EQ(std::count(names.begin(), names.end(), "hierarchical_allgather"),
+            0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "num_groups"), 0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "pipeline_chunk_bytes"), 0);
+  const KnobSpace many(knobs, true, true);
+  const auto all = many.tuned_knobs();
+  EXPECT_EQ(std::count(all.begin(), all.end(), "hierarchical_allgather"), 1);
+  EXPECT_EQ(std::count(all.begin(), all.end(), "num_groups"), 1);
+  // Cache: off <-> the configured capacity.
+  knobs.values.Set(KnobId::kCacheCapacity, 300);
+  const KnobSpace cache(knobs, false, false);
+  const std::size_t at =
+      static_cast<std::size_t>(std::find(cache.ids().begin(), cache.ids().end(),
+                                         KnobId::kCacheCapacity) -
+                               cache.ids().begin());
+  tuner::Config c = cache.ToConfig(knobs.values);
+  EXPECT_EQ(c[at], 1.0);
+  c[at] = 0.0;
+  EXPECT_EQ(cache.FromConfig(c, knobs.values).cache_capacity(), 0);
+  c[at] = 1.0;
+  EXPECT_EQ(cache.FromConfig(c, knobs.values).cache_capacity(), 300);
+}
+
+TEST(AutotuneLogSink, ColumnsComeFromTheKnobTable) {
+  const std::string header = AutotuneLogSink::Header();
+  // Horovod's columns first, then ours, then every knob by name.
+  EXPECT_EQ(header.rfind("tensor_fusion_threshold,cycle_time_ms,"
+                         "cache_enabled,hierarchical_allreduce,"
+                         "hierarchical_allgather,score,sample,phase,"
+                         "timestamp",
+                         0),
+            0u)
+      << header;
+  for (const KnobSpec& spec : KnobTable()) {
+    EXPECT_NE(header.find("," + std::string(spec.name)), std::string::npos)
+        << spec.name;
+  }
+}
+
+TEST(AutotuneLogSink, OneRowPerSampleNumberedWithoutGaps) {
   const std::string path = ::testing::TempDir() + "/hvdtune_autotune.csv";
   AutotuneSettings s;
   s.enabled = true;
-  s.log_path = path;
   s.steps_per_sample = 2;
   s.warmup_samples = 1;
   s.max_samples = 6;
   {
-    ParameterManager pm(s, {}, KnobSettings());
-    Drive(pm, KnobSettings(), 100, Frozen);
+    auto a = MakeGpAutotuner(Context(s));
+    const TuningRun run = Drive(*a, KnobSettings(), 1000000, Frozen);
+    AutotuneLogSink log(path);
+    log.OnStart(RuntimeInfo{});
+    for (const auto& e : run.samples) log.OnAutotuneSample(e);
   }
   std::ifstream in(path);
   std::string header, line;
   ASSERT_TRUE(std::getline(in, header));
-  EXPECT_EQ(header.rfind("hierarchical_allreduce,hierarchical_allgather,"
-                         "cache_enabled,cycle_time_ms,tensor_fusion_"
-                         "threshold,score,sample,phase,timestamp",
-                         0),
-            0u);
   const auto columns = std::count(header.begin(), header.end(), ',') + 1;
   int rows = 0, exploring = 0;
   while (std::getline(in, line)) {
@@ -207,7 +291,8 @@ TEST(ParameterManager, LogHasHorovodColumnsAndOneRowPerSample) {
     std::string cell;
     std::vector<std::string> cells;
     while (std::getline(ss, cell, ',')) cells.push_back(cell);
-    EXPECT_GT(std::stod(cells[5]), 0) << line;  // score
+    EXPECT_GT(std::stod(cells[5]), 0) << line;     // score
+    EXPECT_EQ(std::stoi(cells[6]), rows) << line;  // sample, no gaps
     if (cells[7] == "exploring") ++exploring;
   }
   // 1 warm-up row + 6 samples, the first of which is the warm-up's own
@@ -217,7 +302,7 @@ TEST(ParameterManager, LogHasHorovodColumnsAndOneRowPerSample) {
   std::remove(path.c_str());
 }
 
-TEST(ParameterManager, SustainedDropReopensTuning) {
+TEST(GpAutotuner, SustainedDropReopensTuning) {
   AutotuneSettings s;
   s.enabled = true;
   s.steps_per_sample = 2;
@@ -225,22 +310,20 @@ TEST(ParameterManager, SustainedDropReopensTuning) {
   s.max_samples = 5;
   s.retune_drop = 0.15;
   s.retune_windows = 2;
-  ParameterManager pm(s, {}, KnobSettings());
-  TuningRun run = Drive(pm, KnobSettings(), 500, Frozen);
-  ASSERT_EQ(run.status.phase, AutotunePhase::kFrozen);
-  // Same knobs, but the job now runs at half speed.
-  double now = 1e6;
-  KnobSettings knobs = run.final_knobs;
-  bool retuning = false;
-  std::uint64_t rng = 3;
-  for (int i = 0; i < 40 && !retuning; ++i) {
-    const double slow = i < 6 ? 1.0 : 0.5;
-    const double seconds = 1e8 / (slow * Throughput(knobs, &rng));
-    now += seconds;
-    if (auto next = pm.OnStep(1e8, seconds, now)) knobs = *next;
-    retuning = pm.status().phase == AutotunePhase::kRetuning;
+  auto a = MakeGpAutotuner(Context(s));
+  // Once frozen, the same knobs run at half speed after a while.
+  const TuningRun run = Drive(
+      *a, KnobSettings(), 1000000,
+      [](const Autotuner& x) {
+        return x.status().phase == AutotunePhase::kRetuning;
+      },
+      0.5);
+  EXPECT_EQ(run.status.phase, AutotunePhase::kRetuning);
+  bool announced = false;
+  for (const auto& p : run.phases) {
+    announced |= p.to == AutotunePhase::kRetuning;
   }
-  EXPECT_TRUE(retuning);
+  EXPECT_TRUE(announced);
 }
 
 }  // namespace

@@ -2,14 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <utility>
 #include <vector>
 
+#include "hvdtune/config.h"
 #include "hvdtune/status.h"
-#include "runtime_impl.h"
 #include "test_env.h"
 
 namespace hvdtune {
@@ -19,7 +21,7 @@ using testing_util::MapEnv;
 
 std::string ConfigErrorOf(std::map<std::string, std::string> vars) {
   try {
-    internal::ParseRuntimeSettings(MapEnv(std::move(vars)));
+    ParseConfig(MapEnv(std::move(vars)));
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -141,26 +143,54 @@ TEST(KnobSettings, FormatValue) {
 namespace hvdtune {
 namespace {
 
-// The README's knob table is the user's manual: every knob of the table
-// must have a row naming its variable, and no row may name a knob that
-// does not exist.
-TEST(KnobTable, ReadmeDocumentsEveryKnob) {
-  std::ifstream in(HVDTUNE_SOURCE_DIR "/README.md");
+// The README's knob table is generated from the knob table and must match
+// it exactly (default, accepted range, tuned range, scale, meaning). To
+// regenerate it after changing the table:
+//   HVDTUNE_UPDATE_README=1 build/tests/unit_tests
+//     --gtest_filter=KnobTable.ReadmeTableIsGeneratedFromTheTable
+TEST(KnobTable, ReadmeTableIsGeneratedFromTheTable) {
+  const std::string path = HVDTUNE_SOURCE_DIR "/README.md";
+  std::ifstream in(path);
   ASSERT_TRUE(in) << "cannot read README.md";
-  std::map<std::string, std::string> rows;  // knob name -> row
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("| ", 0) != 0) continue;
-    const std::size_t end = line.find(" |", 2);
-    rows[line.substr(2, end - 2)] = line;
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::string readme = buf.str();
+  const std::string begin = "<!-- knob-table:begin -->\n";
+  const std::string end = "<!-- knob-table:end -->";
+  const std::size_t a = readme.find(begin);
+  const std::size_t b = readme.find(end);
+  ASSERT_NE(a, std::string::npos) << "README.md has no " << begin;
+  ASSERT_NE(b, std::string::npos) << "README.md has no " << end;
+  const std::string current =
+      readme.substr(a + begin.size(), b - a - begin.size());
+  const std::string generated = KnobTableMarkdown();
+  if (current != generated && std::getenv("HVDTUNE_UPDATE_README")) {
+    readme.replace(a + begin.size(), b - a - begin.size(), generated);
+    std::ofstream(path) << readme;
+    return;
   }
-  for (const KnobSpec& spec : KnobTable()) {
-    const auto it = rows.find(std::string(spec.name));
-    ASSERT_NE(it, rows.end()) << "README has no row for knob " << spec.name;
-    EXPECT_NE(it->second.find("`" + std::string(spec.env) + "`"),
-              std::string::npos)
-        << it->second;
-  }
+  EXPECT_EQ(current, generated)
+      << "README.md's knob table differs from the knob table; regenerate it "
+         "with HVDTUNE_UPDATE_README=1 (see this test)";
+}
+
+TEST(KnobTable, MarkdownHasEveryField) {
+  const std::string md = KnobTableMarkdown();
+  EXPECT_NE(md.find("| fusion_threshold | `HOROVOD_FUSION_THRESHOLD` | "
+                    "integer, bytes | 134217728 (128 MiB) | 0 – 16 GiB | "
+                    "1 MiB – 256 MiB, log |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| cycle_time | `HOROVOD_CYCLE_TIME` | float, ms | 1 | "
+                    "> 0 – 10000 | 0.2 – 50 ms, log |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("on / off (only with more than one node)"),
+            std::string::npos);
+  EXPECT_NE(md.find("0 – 16, linear (only when the application groups)"),
+            std::string::npos);
+  EXPECT_NE(md.find("| pipeline_chunk_bytes |"), std::string::npos);
+  EXPECT_NE(md.find("not tuned"), std::string::npos);
 }
 
 // HOROVOD_HIERARCHICAL_ALLREDUCE keeps Horovod's meaning and pins the
@@ -210,11 +240,30 @@ TEST(KnobParsing, HorovodHierarchicalAllreduceConflictNamesBothVariables) {
   EXPECT_NE(bad.find("'yes'"), std::string::npos) << bad;
 }
 
-TEST(KnobTable, AlgorithmChoicesAreNativeRingHierarchical) {
-  EXPECT_EQ(kAllreduceAlgorithmChoices.size(), 3u);
-  EXPECT_EQ(kAllreduceAlgorithmChoices[0], "native");
-  EXPECT_EQ(kAllreduceAlgorithmChoices[1], "ring");
-  EXPECT_EQ(kAllreduceAlgorithmChoices[2], "hierarchical");
+// The algorithm knob's choices are the registry's, in registry order.
+TEST(KnobTable, AlgorithmChoicesComeFromTheRegistry) {
+  const KnobSpec& spec = GetKnobSpec(KnobId::kAllreduceAlgorithm);
+  const auto registry = AllreduceAlgorithms();
+  ASSERT_EQ(spec.choices.size(), registry.size());
+  for (std::size_t i = 0; i < registry.size(); ++i) {
+    EXPECT_EQ(spec.choices[i], registry[i]);
+  }
+  EXPECT_EQ(spec.max_value, static_cast<double>(registry.size() - 1));
+  EXPECT_EQ(registry.front(), "native");  // the default
+}
+
+TEST(KnobTable, StallSettingsParseStrictly) {
+  const RuntimeConfig c =
+      ParseConfig(MapEnv({{"HOROVOD_STALL_CHECK_TIME_SECONDS", "5"},
+                          {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "10"}}));
+  EXPECT_EQ(c.settings.stall_check_seconds, 5);
+  EXPECT_EQ(c.settings.stall_shutdown_seconds, 10);
+  const RuntimeConfig d = ParseConfig(MapEnv({}));
+  EXPECT_EQ(d.settings.stall_check_seconds, 60);  // Horovod's default
+  EXPECT_EQ(d.settings.stall_shutdown_seconds, 0);
+  const std::string bad =
+      ConfigErrorOf({{"HOROVOD_STALL_CHECK_TIME_SECONDS", "soon"}});
+  EXPECT_NE(bad.find("HOROVOD_STALL_CHECK_TIME_SECONDS"), std::string::npos);
 }
 
 }  // namespace

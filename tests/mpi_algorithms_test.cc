@@ -86,9 +86,18 @@ class MpiFixture {
   std::unique_ptr<internal::MpiBackend> backend_;
 };
 
+// The registry's algorithm called `name`.
 std::unique_ptr<AllreduceAlgorithm> MakeAlgorithm(const std::string& name) {
-  if (name == "ring") return std::make_unique<internal::RingAllreduce>();
-  return std::make_unique<internal::HierarchicalAllreduce>();
+  for (auto& a : internal::MakeAllreduceAlgorithms()) {
+    if (a->name() == name) return std::move(a);
+  }
+  return nullptr;
+}
+
+// Every registered algorithm: adding one to the registry adds it to every
+// suite below.
+std::vector<std::string> RegisteredAlgorithms() {
+  return {AllreduceAlgorithms().begin(), AllreduceAlgorithms().end()};
 }
 
 // One direct call: out (and in, in place) checked against the reference,
@@ -115,12 +124,19 @@ void CheckOne(AllreduceAlgorithm& algorithm, const AlgorithmContext& ctx,
 }
 
 class AlgorithmDirectTest
-    : public ::testing::TestWithParam<std::tuple<const char*, Layout>> {};
+    : public ::testing::TestWithParam<std::tuple<std::string, Layout>> {};
+
+// An algorithm that ignores the node layout runs on the first layout only.
+bool SkipLayout(const AllreduceAlgorithm& algorithm, const Layout& layout) {
+  return !algorithm.uses_node_layout() &&
+         layout.ranks_per_node != kLayouts[0].ranks_per_node;
+}
 
 TEST_P(AlgorithmDirectTest, EveryDtypeOpSizeAndSegmentMatchesReference) {
   const auto [name, layout] = GetParam();
-  MpiFixture fx(layout.ranks_per_node);
   auto algorithm = MakeAlgorithm(name);
+  if (SkipLayout(*algorithm, layout)) GTEST_SKIP() << "layout-independent";
+  MpiFixture fx(layout.ranks_per_node);
   // Counts around the rank count (smaller, equal, not divisible) and primes.
   const std::int64_t counts[] = {0, 1, 2, 3, 4, 5, 13, 1009, 65537};
   for (const std::int64_t segment :
@@ -156,12 +172,13 @@ TEST_P(AlgorithmDirectTest, EveryDtypeOpSizeAndSegmentMatchesReference) {
 // 64 MiB of float32 and of float16 (the half types reduce through float).
 TEST_P(AlgorithmDirectTest, SixtyFourMiB) {
   const auto [name, layout] = GetParam();
-  if (layout.ranks_per_node == 1 || layout.ranks_per_node == 3 ||
-      (layout.ranks_per_node == kStrided && std::string(name) == "ring")) {
+  auto algorithm = MakeAlgorithm(name);
+  if (SkipLayout(*algorithm, layout)) GTEST_SKIP() << "layout-independent";
+  if (algorithm->uses_node_layout() &&
+      (layout.ranks_per_node == 1 || layout.ranks_per_node == 3)) {
     GTEST_SKIP() << "covered by the other layouts (keeps CI time down)";
   }
   MpiFixture fx(layout.ranks_per_node);
-  auto algorithm = MakeAlgorithm(name);
   const KnobSettings knobs;  // default segment
   for (DataType dtype : {DataType::kFloat32, DataType::kFloat16}) {
     SCOPED_TRACE(DataTypeName(dtype));
@@ -173,20 +190,15 @@ TEST_P(AlgorithmDirectTest, SixtyFourMiB) {
 }
 
 std::string DirectName(
-    const ::testing::TestParamInfo<std::tuple<const char*, Layout>>& info) {
-  return std::string(std::get<0>(info.param)) + "_" +
-         std::get<1>(info.param).name;
+    const ::testing::TestParamInfo<std::tuple<std::string, Layout>>& info) {
+  return std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
 }
 
-// The ring ignores the node layout: one layout is enough for it.
-INSTANTIATE_TEST_SUITE_P(Ring, AlgorithmDirectTest,
-                         ::testing::Combine(::testing::Values("ring"),
-                                            ::testing::Values(kLayouts[0])),
-                         DirectName);
-INSTANTIATE_TEST_SUITE_P(Hierarchical, AlgorithmDirectTest,
-                         ::testing::Combine(::testing::Values("hierarchical"),
-                                            ::testing::ValuesIn(kLayouts)),
-                         DirectName);
+INSTANTIATE_TEST_SUITE_P(
+    Registry, AlgorithmDirectTest,
+    ::testing::Combine(::testing::ValuesIn(RegisteredAlgorithms()),
+                       ::testing::ValuesIn(kLayouts)),
+    DirectName);
 
 class HierarchicalAllgatherDirectTest
     : public ::testing::TestWithParam<Layout> {};
@@ -246,9 +258,10 @@ INSTANTIATE_TEST_SUITE_P(Layouts, HierarchicalAllgatherDirectTest,
 // Through the Runtime: every dtype x op (average included) x size enqueued at
 // once, so the fusion buffer (in place) and single tensors (out of place)
 // both reach the algorithm.
-using RuntimeConfig = std::tuple<const char*, const char*, const char*>;
+using AlgorithmConfig = std::tuple<std::string, std::string, std::string>;
 
-class AlgorithmRuntimeTest : public ::testing::TestWithParam<RuntimeConfig> {};
+class AlgorithmRuntimeTest : public ::testing::TestWithParam<AlgorithmConfig> {
+};
 
 TEST_P(AlgorithmRuntimeTest, FusedAndSingleTensorsMatchReference) {
   const auto [algorithm, segment, ranks_per_node] = GetParam();
@@ -300,16 +313,22 @@ TEST_P(AlgorithmRuntimeTest, FusedAndSingleTensorsMatchReference) {
   }
 }
 
+// Every registered algorithm with a large segment on the shared-memory
+// layout and a small one on emulated nodes of 2.
+std::vector<AlgorithmConfig> RuntimeConfigs() {
+  std::vector<AlgorithmConfig> out;
+  for (const std::string& a : RegisteredAlgorithms()) {
+    out.emplace_back(a, "1048576", "0");
+    out.emplace_back(a, "4096", "2");
+  }
+  return out;
+}
+
 INSTANTIATE_TEST_SUITE_P(
-    Configs, AlgorithmRuntimeTest,
-    ::testing::Values(RuntimeConfig{"ring", "1048576", "0"},
-                      RuntimeConfig{"ring", "4096", "0"},
-                      RuntimeConfig{"hierarchical", "1048576", "0"},
-                      RuntimeConfig{"hierarchical", "4096", "2"},
-                      RuntimeConfig{"hierarchical", "65536", "1"}),
-    [](const ::testing::TestParamInfo<RuntimeConfig>& info) {
-      return std::string(std::get<0>(info.param)) + "_seg" +
-             std::get<1>(info.param) + "_rpn" + std::get<2>(info.param);
+    Configs, AlgorithmRuntimeTest, ::testing::ValuesIn(RuntimeConfigs()),
+    [](const ::testing::TestParamInfo<AlgorithmConfig>& info) {
+      return std::get<0>(info.param) + "_seg" + std::get<1>(info.param) +
+             "_rpn" + std::get<2>(info.param);
     });
 
 // The algorithm knob switched about every cycle by rank 0 while a long mixed
@@ -324,7 +343,9 @@ TEST(AlgorithmSwitching, EveryCycleUnderTrafficNeverChangesResults) {
     switcher = std::thread([&] {
       for (int i = 0; !stop.load(); ++i) {
         KnobSettings k = rt.knobs();
-        k.Set(KnobId::kAllreduceAlgorithm, i % 3);
+        k.Set(KnobId::kAllreduceAlgorithm,
+              static_cast<double>(static_cast<std::size_t>(i) %
+                                  AllreduceAlgorithms().size()));
         k.Set(KnobId::kRingSegmentBytes, i % 2 ? 4096 : 65536);
         k.Set(KnobId::kFusionThreshold, i % 4 == 0 ? 0 : 1 << 20);
         rt.RequestKnobUpdate(k);

@@ -46,30 +46,26 @@ std::string ShapeString(const std::vector<std::int64_t>& shape) {
   return os.str();
 }
 
+double SteadySeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
-Controller::Controller(const MpiContext& mpi, std::size_t cache_capacity)
-    : mpi_(mpi), cache_(cache_capacity) {}
-
-void Controller::Reroute(std::uint32_t bit) {
-  const auto it = hit_pending_.find(bit);
-  if (it == hit_pending_.end()) return;
-  to_send_.push_back(pending_.at(it->second));
-  hit_pending_.erase(it);
-}
-
-void Controller::ResizeCache(std::size_t capacity) {
-  for (const auto& [bit, name] : hit_pending_) {
-    to_send_.push_back(pending_.at(name));
-  }
-  hit_pending_.clear();
-  cache_ = ResponseCache(capacity);
-}
+Controller::Controller(const MpiContext& mpi, std::size_t cache_capacity,
+                       StallSettings stall, double (*clock)())
+    : mpi_(mpi),
+      cache_(cache_capacity),
+      stall_(stall),
+      clock_(clock ? clock : &SteadySeconds) {}
 
 Controller::CycleResult Controller::RunCycle(
     std::vector<Request> requests, bool shutdown,
     const std::vector<std::uint8_t>* knob_update) {
   CycleResult result;
+  const double now = clock_();
   invalid_.clear();
   for (Request& r : requests) {
     r.rank = mpi_.rank;
@@ -86,12 +82,14 @@ Controller::CycleResult Controller::RunCycle(
     }
     pending_.emplace(r.name, std::move(r));
   }
+  InvalidateStalledHits(now);
+  if (mpi_.rank == 0) CheckStalls(now, &result.stalls, &stalled_);
 
   // [flags][hit bits][invalid bits (inverted)]
   const std::size_t words = WordsFor(cache_.capacity());
   bits_.assign(1 + 2 * words, 0);
   std::uint64_t flags = 0;
-  if (!to_send_.empty()) flags |= kFlagUncached;
+  if (!to_send_.empty() || !stalled_.empty()) flags |= kFlagUncached;
   if (shutdown) flags |= kFlagShutdown;
   if (mpi_.rank == 0 && knob_update != nullptr) flags |= kFlagKnobUpdate;
   bits_[0] = ~flags;
@@ -173,6 +171,8 @@ Status Controller::Broadcast(std::vector<std::uint8_t>* bytes) {
 }
 
 Status Controller::Negotiate(std::vector<Response>* ready) {
+  const double now = clock_();
+  for (Request& r : to_send_) r.waited_seconds = now - r.enqueued;
   const std::vector<std::uint8_t> mine = SerializeRequests(to_send_);
   to_send_.clear();
   int len = static_cast<int>(mine.size());
@@ -207,7 +207,10 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
       return Status::Internal(std::string("bad negotiation message: ") +
                               e.what());
     }
-    answer = SerializeResponses(Coordinate(std::move(received)));
+    std::vector<Response> out = Coordinate(std::move(received), now);
+    for (Response& r : stalled_) out.push_back(std::move(r));
+    stalled_.clear();
+    answer = SerializeResponses(out);
   }
   Status s = Broadcast(&answer);
   if (!s.ok()) return s;
@@ -220,6 +223,15 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
   std::vector<std::uint32_t> displaced;
   for (Response& resp : responses) {
     const auto it = pending_.find(resp.name);
+    if (resp.stalled) {
+      // Ends the tensor where it was submitted; elsewhere nothing waits.
+      if (it == pending_.end()) continue;
+      std::erase_if(hit_pending_,
+                    [&](const auto& kv) { return kv.second == resp.name; });
+      pending_.erase(it);
+      ready->push_back(std::move(resp));
+      continue;
+    }
     if (it == pending_.end()) {
       return Status::Internal("negotiated tensor '" + resp.name +
                               "' is not pending on rank " +
@@ -276,13 +288,18 @@ std::vector<Response> Controller::ReleaseGroups(std::vector<Response> ready) {
   return out;
 }
 
-std::vector<Response> Controller::Coordinate(std::vector<Request> requests) {
+std::vector<Response> Controller::Coordinate(std::vector<Request> requests,
+                                             double now) {
   for (Request& r : requests) {
     auto [it, inserted] = table_.try_emplace(r.name);
     TableEntry& e = it->second;
+    const double since = now - std::max(0.0, r.waited_seconds);
     if (inserted) {
       e.by_rank.resize(static_cast<std::size_t>(mpi_.size));
       table_order_.push_back(r.name);
+      e.since = since;
+    } else {
+      e.since = std::min(e.since, since);
     }
     if (r.rank < 0 || r.rank >= mpi_.size) continue;
     Request& slot = e.by_rank[static_cast<std::size_t>(r.rank)];

@@ -13,122 +13,152 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-const std::array<KnobSpec, kNumKnobs> kTable = {{
-    {KnobId::kFusionThreshold,
-     "fusion_threshold",
-     "HOROVOD_FUSION_THRESHOLD",
-     KnobType::kInteger,
-     KnobScale::kLog,
-     128 * kMiB,
-     0,
-     16384 * kMiB,
-     1 * kMiB,
-     256 * kMiB,
-     true,
-     {},
-     "bytes",
-     "Largest fused allreduce buffer; 0 turns tensor fusion off."},
-    {KnobId::kCycleTime,
-     "cycle_time",
-     "HOROVOD_CYCLE_TIME",
-     KnobType::kFloat,
-     KnobScale::kLog,
-     1.0,
-     0.0,
-     10000.0,
-     0.2,
-     50.0,
-     true,
-     {},
-     "ms",
-     "Pause between cycles of the background thread (greater than 0)."},
-    {KnobId::kCacheCapacity,
-     "cache_capacity",
-     "HOROVOD_CACHE_CAPACITY",
-     KnobType::kInteger,
-     KnobScale::kLinear,
-     1024,
-     0,
-     1 << 20,
-     0,
-     1024,
-     true,
-     {},
-     "entries",
-     "Response cache entries; 0 turns the cache off (repeated tensors are "
-     "negotiated in full every time). The tuner switches it on or off."},
-    {KnobId::kAllreduceAlgorithm, "allreduce_algorithm",
-     "HVDTUNE_ALLREDUCE_ALGORITHM", KnobType::kCategorical,
-     KnobScale::kCategorical, 0, 0, kAllreduceAlgorithmChoices.size() - 1, 0,
-     kAllreduceAlgorithmChoices.size() - 1, true, kAllreduceAlgorithmChoices,
-     "",
-     "Allreduce algorithm: native = the MPI library's own MPI_Allreduce; "
-     "ring = pipelined ring on point-to-point (segment: ring_segment_bytes); "
-     "hierarchical = reduce-scatter inside each node, allreduce across "
-     "nodes, allgather inside each node. HOROVOD_HIERARCHICAL_ALLREDUCE=1 "
-     "pins it to hierarchical, =0 to native."},
-    {KnobId::kRingSegmentBytes,
-     "ring_segment_bytes",
-     "HVDTUNE_RING_SEGMENT_BYTES",
-     KnobType::kInteger,
-     KnobScale::kLog,
-     1 * kMiB,
-     4096,
-     1024 * kMiB,
-     16 * 1024,
-     16 * kMiB,
-     true,
-     {},
-     "bytes",
-     "Pipeline segment of the ring allreduce: each step's chunk is sent and "
-     "reduced in pieces of this size."},
-    {KnobId::kHierarchicalAllgather,
-     "hierarchical_allgather",
-     "HOROVOD_HIERARCHICAL_ALLGATHER",
-     KnobType::kBool,
-     KnobScale::kCategorical,
-     0,
-     0,
-     1,
-     0,
-     1,
-     true,
-     {},
-     "",
-     "Allgather inside each node first, then across nodes among node "
-     "leaders, then broadcast inside each node."},
-    {KnobId::kNumGroups,
-     "num_groups",
-     "HVDTUNE_NUM_GROUPS",
-     KnobType::kInteger,
-     KnobScale::kLinear,
-     0,
-     0,
-     1024,
-     0,
-     16,
-     true,
-     {},
-     "groups",
-     "How many groups a framework layer splits its gradient list into for "
-     "grouped allreduce; 0 = no grouping. Tuned only when the application "
-     "says it groups (RuntimeOptions::tune_num_groups)."},
-    {KnobId::kPipelineChunkBytes,
-     "pipeline_chunk_bytes",
-     "HVDTUNE_PIPELINE_CHUNK_BYTES",
-     KnobType::kInteger,
-     KnobScale::kLog,
-     4 * kMiB,
-     0,
-     16384 * kMiB,
-     256 * 1024,
-     64 * kMiB,
-     false,
-     {},
-     "bytes",
-     "Allreduces (fused or not) run in chunks of this size: copy in, reduce "
-     "and copy out chunk by chunk while it is in cache; 0 = one piece."},
-}};
+double Identity(double v) { return v; }
+double IsOn(double v) { return v > 0 ? 1.0 : 0.0; }
+double InMiB(double v) { return v / kMiB; }
+double IsHierarchical(double v) {
+  const auto choices = AllreduceAlgorithms();
+  const auto i = static_cast<std::size_t>(v);
+  return i < choices.size() && choices[i] == "hierarchical" ? 1.0 : 0.0;
+}
+
+// Built on first use: the algorithm choices come from the registry.
+std::array<KnobSpec, kNumKnobs> BuildTable() {
+  const auto algorithms = AllreduceAlgorithms();
+  const double last_algorithm = static_cast<double>(algorithms.size() - 1);
+  return {{
+      {.id = KnobId::kFusionThreshold,
+       .name = "fusion_threshold",
+       .env = "HOROVOD_FUSION_THRESHOLD",
+       .type = KnobType::kInteger,
+       .scale = KnobScale::kLog,
+       .default_value = 128 * kMiB,
+       .min_value = 0,
+       .max_value = 16384 * kMiB,
+       .tune_as = TuneAs::kRange,
+       .tune_min = 1 * kMiB,
+       .tune_max = 256 * kMiB,
+       .unit = "bytes",
+       .description =
+           "Largest fused allreduce buffer; 0 turns tensor fusion off.",
+       .horovod_log = {"tensor_fusion_threshold", InMiB}},
+      {.id = KnobId::kCycleTime,
+       .name = "cycle_time",
+       .env = "HOROVOD_CYCLE_TIME",
+       .type = KnobType::kFloat,
+       .scale = KnobScale::kLog,
+       .default_value = 1.0,
+       .min_value = 0.0,
+       .max_value = 10000.0,
+       .tune_as = TuneAs::kRange,
+       .tune_min = 0.2,
+       .tune_max = 50.0,
+       .unit = "ms",
+       .description =
+           "Pause between cycles of the background thread (greater than 0).",
+       .horovod_log = {"cycle_time_ms", Identity}},
+      {.id = KnobId::kCacheCapacity,
+       .name = "cache_capacity",
+       .env = "HOROVOD_CACHE_CAPACITY",
+       .type = KnobType::kInteger,
+       .scale = KnobScale::kLinear,
+       .default_value = 1024,
+       .min_value = 0,
+       .max_value = 1 << 20,
+       .tune_as = TuneAs::kOnOff,
+       .tune_min = 0,
+       .tune_max = 1024,
+       .unit = "entries",
+       .description =
+           "Response cache entries; 0 turns the cache off (repeated tensors "
+           "are negotiated in full every time). The tuner switches it "
+           "between off and the configured capacity.",
+       .horovod_log = {"cache_enabled", IsOn}},
+      {.id = KnobId::kAllreduceAlgorithm,
+       .name = "allreduce_algorithm",
+       .env = "HVDTUNE_ALLREDUCE_ALGORITHM",
+       .type = KnobType::kCategorical,
+       .scale = KnobScale::kCategorical,
+       .default_value = 0,
+       .min_value = 0,
+       .max_value = last_algorithm,
+       .tune_as = TuneAs::kChoice,
+       .tune_min = 0,
+       .tune_max = last_algorithm,
+       .choices = algorithms,
+       .description =
+           "Allreduce algorithm: native = the library's own allreduce "
+           "(MPI_Allreduce, ncclAllReduce); ring = pipelined ring on "
+           "point-to-point (segment: ring_segment_bytes); hierarchical = "
+           "reduce-scatter inside each node, allreduce across nodes, "
+           "allgather inside each node. HOROVOD_HIERARCHICAL_ALLREDUCE=1 "
+           "pins it to hierarchical, =0 to native.",
+       .horovod_log = {"hierarchical_allreduce", IsHierarchical}},
+      {.id = KnobId::kRingSegmentBytes,
+       .name = "ring_segment_bytes",
+       .env = "HVDTUNE_RING_SEGMENT_BYTES",
+       .type = KnobType::kInteger,
+       .scale = KnobScale::kLog,
+       .default_value = 1 * kMiB,
+       .min_value = 4096,
+       .max_value = 1024 * kMiB,
+       .tune_as = TuneAs::kRange,
+       .tune_min = 16 * 1024,
+       .tune_max = 16 * kMiB,
+       .unit = "bytes",
+       .description =
+           "Pipeline segment of the ring allreduce: each step's chunk is "
+           "sent and reduced in pieces of this size."},
+      {.id = KnobId::kHierarchicalAllgather,
+       .name = "hierarchical_allgather",
+       .env = "HOROVOD_HIERARCHICAL_ALLGATHER",
+       .type = KnobType::kBool,
+       .scale = KnobScale::kCategorical,
+       .default_value = 0,
+       .min_value = 0,
+       .max_value = 1,
+       .tune_as = TuneAs::kChoice,
+       .tune_when = TuneWhen::kMultiNode,
+       .tune_min = 0,
+       .tune_max = 1,
+       .description =
+           "Allgather inside each node first, then across nodes among node "
+           "leaders, then broadcast inside each node.",
+       .horovod_log = {"hierarchical_allgather", Identity}},
+      {.id = KnobId::kNumGroups,
+       .name = "num_groups",
+       .env = "HVDTUNE_NUM_GROUPS",
+       .type = KnobType::kInteger,
+       .scale = KnobScale::kLinear,
+       .default_value = 0,
+       .min_value = 0,
+       .max_value = 1024,
+       .tune_as = TuneAs::kRange,
+       .tune_when = TuneWhen::kAppGroups,
+       .tune_min = 0,
+       .tune_max = 16,
+       .unit = "groups",
+       .description =
+           "How many groups a framework layer splits its gradient list into "
+           "for grouped allreduce; 0 = no grouping."},
+      {.id = KnobId::kPipelineChunkBytes,
+       .name = "pipeline_chunk_bytes",
+       .env = "HVDTUNE_PIPELINE_CHUNK_BYTES",
+       .type = KnobType::kInteger,
+       .scale = KnobScale::kLog,
+       .default_value = 4 * kMiB,
+       .min_value = 0,
+       .max_value = 16384 * kMiB,
+       .tune_as = TuneAs::kNever,
+       .tune_min = 256 * 1024,
+       .tune_max = 64 * kMiB,
+       .unit = "bytes",
+       .description =
+           "Allreduces (fused or not) run in chunks of this size: copy in, "
+           "reduce and copy out chunk by chunk while it is in cache; 0 = one "
+           "piece."},
+  }};
+}
 
 std::string Allowed(double lo, double hi, bool lo_exclusive) {
   std::ostringstream os;
@@ -157,23 +187,30 @@ std::string_view Trim(std::string_view s) {
 
 }  // namespace
 
-const std::array<KnobSpec, kNumKnobs>& KnobTable() { return kTable; }
+const std::array<KnobSpec, kNumKnobs>& KnobTable() {
+  static const std::array<KnobSpec, kNumKnobs> table = BuildTable();
+  return table;
+}
 
-const KnobSpec& GetKnobSpec(KnobId id) { return kTable[static_cast<int>(id)]; }
+const KnobSpec& GetKnobSpec(KnobId id) {
+  return KnobTable()[static_cast<int>(id)];
+}
 
 std::optional<KnobId> FindKnob(std::string_view name) {
-  for (const auto& spec : kTable) {
+  for (const auto& spec : KnobTable()) {
     if (spec.name == name) return spec.id;
   }
   return std::nullopt;
 }
 
 KnobSettings::KnobSettings() {
-  for (const auto& spec : kTable) Set(spec.id, spec.default_value);
+  for (const auto& spec : KnobTable()) Set(spec.id, spec.default_value);
 }
 
 std::string_view KnobSettings::allreduce_algorithm_name() const {
-  return kAllreduceAlgorithmChoices.at(allreduce_algorithm());
+  const auto choices = AllreduceAlgorithms();
+  const auto i = static_cast<std::size_t>(allreduce_algorithm());
+  return i < choices.size() ? choices[i] : std::string_view("unknown");
 }
 
 std::string KnobSettings::FormatValue(KnobId id) const {
@@ -200,7 +237,7 @@ std::string KnobSettings::FormatValue(KnobId id) const {
 
 std::string KnobSettings::ToString() const {
   std::string out;
-  for (const auto& spec : kTable) {
+  for (const auto& spec : KnobTable()) {
     if (!out.empty()) out += ' ';
     out += spec.name;
     out += '=';
@@ -281,8 +318,9 @@ double ParseKnobValue(const KnobSpec& spec, std::string_view text) {
 namespace {
 
 double AlgorithmIndex(std::string_view name) {
-  for (std::size_t i = 0; i < kAllreduceAlgorithmChoices.size(); ++i) {
-    if (kAllreduceAlgorithmChoices[i] == name) return static_cast<double>(i);
+  const auto choices = AllreduceAlgorithms();
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    if (choices[i] == name) return static_cast<double>(i);
   }
   throw std::logic_error("unknown allreduce algorithm");
 }
@@ -321,7 +359,7 @@ void ApplyHierarchicalAllreduce(const EnvLookup& env, KnobConfig& config) {
 
 KnobConfig ParseKnobsFromEnv(const EnvLookup& env) {
   KnobConfig config;
-  for (const auto& spec : kTable) {
+  for (const auto& spec : KnobTable()) {
     const std::optional<std::string> text = env(spec.env);
     if (!text) continue;
     config.values.Set(spec.id, ParseKnobValue(spec, *text));
@@ -329,6 +367,127 @@ KnobConfig ParseKnobsFromEnv(const EnvLookup& env) {
   }
   ApplyHierarchicalAllreduce(env, config);
   return config;
+}
+
+namespace {
+
+// "16 GiB", "256 KiB", or the plain number when it is not a whole unit.
+std::string HumanBytes(double v) {
+  static constexpr const char* kUnits[] = {"bytes", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (u < 3 && v >= 1024 && std::fmod(v, 1024) == 0) v /= 1024, ++u;
+  std::ostringstream os;
+  os << v << ' ' << kUnits[u];
+  return u == 0 ? std::to_string(static_cast<std::int64_t>(v)) : os.str();
+}
+
+std::string Number(const KnobSpec& spec, double v) {
+  if (spec.unit == "bytes") return HumanBytes(v);
+  if (spec.type == KnobType::kInteger) {
+    return std::to_string(static_cast<std::int64_t>(v));
+  }
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+std::string TypeText(const KnobSpec& spec) {
+  static constexpr const char* kTypes[] = {"integer", "float", "bool",
+                                           "categorical"};
+  std::string t = kTypes[static_cast<int>(spec.type)];
+  if (!spec.unit.empty()) t += ", " + std::string(spec.unit);
+  return t;
+}
+
+std::string DefaultText(const KnobSpec& spec) {
+  KnobSettings d;
+  std::string t = d.FormatValue(spec.id);
+  if (spec.unit == "bytes" && spec.default_value >= 1024) {
+    t += " (" + HumanBytes(spec.default_value) + ")";
+  }
+  return t;
+}
+
+std::string AcceptedText(const KnobSpec& spec) {
+  switch (spec.type) {
+    case KnobType::kBool:
+      return "0, 1, true, false";
+    case KnobType::kCategorical: {
+      std::string t;
+      for (std::string_view c : spec.choices) {
+        if (!t.empty()) t += ", ";
+        t += c;
+      }
+      return t;
+    }
+    case KnobType::kFloat:
+      return "> " + Number(spec, spec.min_value) + " – " +
+             Number(spec, spec.max_value);
+    case KnobType::kInteger:
+      break;
+  }
+  return Number(spec, spec.min_value) + " – " + Number(spec, spec.max_value);
+}
+
+std::string TunedText(const KnobSpec& spec) {
+  std::string t;
+  switch (spec.tune_as) {
+    case TuneAs::kNever:
+      return "not tuned";
+    case TuneAs::kOnOff:
+      t = "on / off";
+      break;
+    case TuneAs::kChoice:
+      t = spec.type == KnobType::kBool ? "on / off" : "every choice";
+      break;
+    case TuneAs::kRange:
+      t = Number(spec, spec.tune_min) + " – " + Number(spec, spec.tune_max) +
+          (spec.unit == "ms" ? " ms" : "") +
+          (spec.scale == KnobScale::kLog ? ", log" : ", linear");
+      break;
+  }
+  switch (spec.tune_when) {
+    case TuneWhen::kAlways:
+      break;
+    case TuneWhen::kMultiNode:
+      t += " (only with more than one node)";
+      break;
+    case TuneWhen::kAppGroups:
+      t += " (only when the application groups)";
+      break;
+  }
+  return t;
+}
+
+}  // namespace
+
+void CheckKnobValues(const KnobSettings& values) {
+  for (const KnobSpec& spec : KnobTable()) {
+    const double v = values.Get(spec.id);
+    const bool integral = spec.type != KnobType::kFloat;
+    const bool below = spec.type == KnobType::kFloat ? v <= spec.min_value
+                                                     : v < spec.min_value;
+    if (!std::isfinite(v) || below || v > spec.max_value ||
+        (integral && v != std::floor(v))) {
+      std::ostringstream os;
+      os << "knob " << spec.name << " = " << v << " is outside its range ["
+         << spec.min_value << ", " << spec.max_value << "]";
+      throw ConfigError(os.str());
+    }
+  }
+}
+
+std::string KnobTableMarkdown() {
+  std::string out =
+      "| knob | variable | type | default | accepted | tuned over | meaning "
+      "|\n|---|---|---|---|---|---|---|\n";
+  for (const KnobSpec& spec : KnobTable()) {
+    out += "| " + std::string(spec.name) + " | `" + std::string(spec.env) +
+           "` | " + TypeText(spec) + " | " + DefaultText(spec) + " | " +
+           AcceptedText(spec) + " | " + TunedText(spec) + " | " +
+           std::string(spec.description) + " |\n";
+  }
+  return out;
 }
 
 }  // namespace hvdtune

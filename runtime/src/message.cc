@@ -101,6 +101,7 @@ void Serialize(const Request& r, Writer& w) {
   w.Str(r.group);
   w.I32(r.group_size);
   w.U8(r.device ? 1 : 0);
+  w.F64(r.waited_seconds);
 }
 
 Request DeserializeRequest(Reader& rd) {
@@ -115,6 +116,7 @@ Request DeserializeRequest(Reader& rd) {
   r.group = rd.Str();
   r.group_size = rd.I32();
   r.device = rd.U8() != 0;
+  r.waited_seconds = rd.F64();
   return r;
 }
 
@@ -130,6 +132,7 @@ void Serialize(const Response& r, Writer& w) {
   w.Str(r.group);
   w.I32(r.group_size);
   w.U8(r.device ? 1 : 0);
+  w.U8(r.stalled ? 1 : 0);
 }
 
 Response DeserializeResponse(Reader& rd) {
@@ -145,6 +148,7 @@ Response DeserializeResponse(Reader& rd) {
   r.group = rd.Str();
   r.group_size = rd.I32();
   r.device = rd.U8() != 0;
+  r.stalled = rd.U8() != 0;
   return r;
 }
 
@@ -185,6 +189,65 @@ std::vector<std::uint8_t> SerializeResponses(const std::vector<Response>& v) {
 std::vector<Response> DeserializeResponses(const std::uint8_t* data,
                                            std::size_t size) {
   return DeserializeList<Response, DeserializeResponse>(data, size);
+}
+
+void Serialize(const InitVote& v, Writer& w) {
+  w.U8(v.ok ? 1 : 0);
+  w.Str(v.error);
+  w.I32(v.ranks_per_node);
+  w.U8(v.fusion_lookahead ? 1 : 0);
+  w.U8(v.autotune ? 1 : 0);
+  w.F64(v.stall_check_seconds);
+  w.F64(v.stall_shutdown_seconds);
+  w.I32(kNumKnobs);
+  for (int k = 0; k < kNumKnobs; ++k)
+    w.F64(v.knobs.Get(static_cast<KnobId>(k)));
+}
+
+InitVote DeserializeInitVote(Reader& rd) {
+  InitVote v;
+  v.ok = rd.U8() != 0;
+  v.error = rd.Str();
+  v.ranks_per_node = rd.I32();
+  v.fusion_lookahead = rd.U8() != 0;
+  v.autotune = rd.U8() != 0;
+  v.stall_check_seconds = rd.F64();
+  v.stall_shutdown_seconds = rd.F64();
+  if (rd.I32() != kNumKnobs) throw std::runtime_error("knob count differs");
+  for (int k = 0; k < kNumKnobs; ++k)
+    v.knobs.Set(static_cast<KnobId>(k), rd.F64());
+  if (!rd.done()) throw std::runtime_error("trailing bytes in init vote");
+  return v;
+}
+
+std::vector<std::uint8_t> Serialize(const KnobUpdate& u) {
+  Writer w;
+  w.I64(static_cast<std::int64_t>(u.version));
+  w.I32(kNumKnobs);
+  for (const KnobSpec& spec : KnobTable()) {
+    w.Str(std::string(spec.name));
+    w.F64(u.values.Get(spec.id));
+  }
+  return std::move(w.bytes());
+}
+
+KnobUpdate DeserializeKnobUpdate(const std::vector<std::uint8_t>& bytes,
+                                 const KnobSettings& base) {
+  Reader rd(bytes.data(), bytes.size());
+  KnobUpdate u;
+  u.version = static_cast<std::uint64_t>(rd.I64());
+  u.values = base;
+  const std::int32_t n = rd.I32();
+  if (n < 0 || n > 4096) throw std::runtime_error("bad knob count");
+  for (std::int32_t i = 0; i < n; ++i) {
+    const std::string name = rd.Str();
+    const double value = rd.F64();
+    const std::optional<KnobId> id = FindKnob(name);
+    if (!id) throw std::runtime_error("unknown knob '" + name + "'");
+    u.values.Set(*id, value);
+  }
+  if (!rd.done()) throw std::runtime_error("trailing bytes in knob update");
+  return u;
 }
 
 }  // namespace hvdtune::internal

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hvdtune/knobs.h"
 #include "hvdtune/types.h"
 
 namespace hvdtune::internal {
@@ -24,6 +25,12 @@ struct Request {
   std::int32_t group_size = 0;
   /// The buffers are CUDA device memory (NCCL backend).
   bool device = false;
+  /// Seconds this rank had already waited for the tensor to be ready
+  /// everywhere when it sent this request (a cached tensor that stalled is
+  /// renegotiated in full; the stall check counts from its enqueue).
+  double waited_seconds = 0;
+  /// This rank's runtime clock at enqueue (never sent).
+  double enqueued = 0;
 
   std::int64_t NumElements() const;
   /// True when everything but the sending rank is the same.
@@ -44,6 +51,9 @@ struct Response {
   std::string group;
   std::int32_t group_size = 0;
   bool device = false;
+  /// An error response for a tensor that stalled past the shutdown time:
+  /// ranks that have not submitted it ignore it.
+  bool stalled = false;
 };
 
 class Writer {
@@ -85,6 +95,34 @@ void Serialize(const Request& r, Writer& w);
 Request DeserializeRequest(Reader& r);
 void Serialize(const Response& r, Writer& w);
 Response DeserializeResponse(Reader& r);
+
+/// What every rank must agree on at init, exchanged on the world
+/// communicator before anything that depends on it (the node split) runs.
+struct InitVote {
+  bool ok = true;
+  /// This rank's configuration error, when !ok.
+  std::string error;
+  std::int32_t ranks_per_node = 0;
+  bool fusion_lookahead = true;
+  bool autotune = false;
+  double stall_check_seconds = 0;
+  double stall_shutdown_seconds = 0;
+  KnobSettings knobs;
+};
+void Serialize(const InitVote& v, Writer& w);
+InitVote DeserializeInitVote(Reader& r);
+
+/// New knob values from rank 0, by knob name, applied by every rank at the
+/// same cycle.
+struct KnobUpdate {
+  std::uint64_t version = 0;
+  KnobSettings values;
+};
+std::vector<std::uint8_t> Serialize(const KnobUpdate& u);
+/// Knobs the message does not name keep their value in `base`. Throws
+/// std::runtime_error on a malformed message or an unknown knob.
+KnobUpdate DeserializeKnobUpdate(const std::vector<std::uint8_t>& bytes,
+                                 const KnobSettings& base);
 
 std::vector<std::uint8_t> SerializeRequests(const std::vector<Request>& v);
 std::vector<Request> DeserializeRequests(const std::uint8_t* data,

@@ -1,8 +1,9 @@
-// The runtime's state and its cycle thread.
+// The runtime's state: built once from a RuntimeConfig and its Services
+// (runtime_impl.cc), shared between application threads (enqueue, knob
+// requests, stats) and the cycle thread (cycle_loop.cc).
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -13,81 +14,58 @@
 #include <unordered_set>
 #include <vector>
 
-#include "algorithms/algorithm.h"
-#include "algorithms/hierarchical_allgather.h"
-#include "autotune/parameter_manager.h"
-#include "autotune/throughput_meter.h"
 #include "backends/mpi/mpi_backend.h"
 #include "backends/mpi/mpi_context.h"
 #include "controller.h"
-#include "handle_state.h"
+#include "event_bus.h"
+#include "executor.h"
 #include "hvdtune/runtime.h"
+#include "tensor_entry.h"
 
 namespace hvdtune::internal {
 
-/// One enqueued collective, owned by the cycle thread once drained.
-struct TensorEntry {
-  Request request;
-  const void* input = nullptr;
-  void* output = nullptr;
-  std::shared_ptr<HandleState> handle;
-};
-
-/// Settings read at init that are not knobs.
-struct RuntimeSettings {
-  KnobConfig knobs;
-  /// HVDTUNE_RANKS_PER_NODE: emulate nodes of this many consecutive ranks
-  /// (0 = ask MPI which ranks share memory).
-  int ranks_per_node = 0;
-  /// HVDTUNE_FUSION_LOOKAHEAD: fuse each dtype/op in its own buffer (1) or
-  /// close the buffer whenever the dtype changes (0, for comparison).
-  bool fusion_lookahead = true;
-  AutotuneSettings autotune;
-};
-
-/// Parses every HOROVOD_* / HVDTUNE_* setting; throws ConfigError.
-RuntimeSettings ParseRuntimeSettings(const EnvLookup& env);
-
-class RuntimeImpl {
+class RuntimeImpl final : public ExecutionListener {
  public:
-  explicit RuntimeImpl(const RuntimeOptions& options);
-  /// Seconds on the runtime's monotonic clock.
-  static double Now();
-  ~RuntimeImpl();
+  /// `config_error` is this rank's configuration error (the ranks vote on
+  /// it, so every rank throws the same ConfigError and none hangs).
+  RuntimeImpl(RuntimeConfig config, Services services,
+              std::string config_error = {});
+  ~RuntimeImpl() override;
 
   void Shutdown();
   bool running() const { return running_.load(); }
   const MpiContext& mpi() const { return mpi_; }
+  const RuntimeConfig& config() const { return config_; }
 
   /// Queues the entries atomically under one handle (one entry, or the
   /// members of a grouped allreduce).
   Handle Enqueue(std::vector<TensorEntry> entries);
   KnobSettings knobs() const;
-  std::array<bool, kNumKnobs> pinned() const { return settings_.knobs.pinned; }
+  std::array<bool, kNumKnobs> pinned() const { return config_.knobs.pinned; }
   std::uint64_t RequestKnobUpdate(const KnobSettings& values);
   std::uint64_t knob_version() const;
   RuntimeStats stats() const;
   void MarkStep();
   AutotuneStatus autotune_status() const;
 
+  // ExecutionListener (cycle thread).
+  void OnCollective(const CollectiveEvent& e) override;
+  void Finish(TensorEntry& e, Status s, double started, double finished,
+              int fused_with) override;
+
  private:
   /// Serialises `values` as the next versioned update (caller holds mu_).
   std::uint64_t QueueKnobUpdateLocked(const KnobSettings& values);
-  /// Rank 0: feeds completed steps to the autotuner.
-  void Autotune();
+  void StartAutotuner(const Services& services);
+
+  // cycle_loop.cc
   void Loop();
   void RunCycle(bool* stop);
-  void Execute(const std::vector<Response>& ready);
-  void ExecuteAllreduce(const std::vector<TensorEntry*>& group);
-  void ExecuteDeviceAllreduce(const std::vector<TensorEntry*>& group);
-  void ExecuteBroadcast(TensorEntry& e);
-  void ExecuteAllgather(TensorEntry& e, const Response& resp);
+  void PollAutotuner();
   void ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes);
-  /// Completes the entry's handle and lets its name be enqueued again.
-  void Finish(TensorEntry& e, Status s);
   void FailEverything(const Status& s);
 
-  RuntimeSettings settings_;
+  RuntimeConfig config_;
   MpiContext mpi_;
   std::unique_ptr<MpiTypes> types_;
   std::unique_ptr<MpiBackend> backend_;
@@ -96,9 +74,11 @@ class RuntimeImpl {
   Status nccl_unavailable_;
   /// A CUDA device exists, so enqueued buffers may be device memory.
   bool check_device_pointers_ = false;
-  std::vector<std::unique_ptr<AllreduceAlgorithm>> algorithms_;
-  HierarchicalAllgather hierarchical_allgather_;
   std::unique_ptr<Controller> controller_;
+  std::unique_ptr<Executor> executor_;
+  EventBus bus_;
+  /// Rank 0 with autotuning on; also attached to bus_.
+  std::shared_ptr<Autotuner> autotuner_;
 
   // Shared with application threads.
   mutable std::mutex mu_;
@@ -111,22 +91,12 @@ class RuntimeImpl {
   RuntimeStats stats_;
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> running_{false};
-  std::vector<double> step_marks_;
-  AutotuneStatus autotune_status_;
 
   // Cycle thread only.
   std::unordered_map<std::string, TensorEntry> in_flight_;
-  std::vector<std::uint8_t> fusion_buffer_;
+  std::vector<TensorEntry*> ready_entries_;
   KnobSettings cycle_knobs_;
-  std::unique_ptr<ThroughputMeter> meter_;
-  std::unique_ptr<ParameterManager> tuner_;
-  /// Tensors completed this cycle, for the meter.
-  struct Completion {
-    std::string name;
-    double bytes;
-    double time;
-  };
-  std::vector<Completion> completed_;
+  int tensors_this_cycle_ = 0;
 
   std::thread thread_;
   std::mutex shutdown_mu_;

@@ -68,6 +68,8 @@ std::string Status::ToString() const {
       return "ABORTED: " + message_;
     case StatusCode::kInternal:
       return "INTERNAL: " + message_;
+    case StatusCode::kStalled:
+      return "STALLED: " + message_;
   }
   return message_;
 }

@@ -22,6 +22,7 @@ enum {
   HVDTUNE_ABORTED = 4,
   HVDTUNE_INTERNAL = 5,
   HVDTUNE_CONFIG_ERROR = 6,
+  HVDTUNE_STALLED = 7,
 };
 
 /* dtype: 0 uint8, 1 int32, 2 int64, 3 float16, 4 bfloat16, 5 float32,

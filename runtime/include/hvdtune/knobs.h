@@ -28,40 +28,80 @@ enum class KnobId : int {
 inline constexpr int kNumKnobs = static_cast<int>(KnobId::kCount);
 
 enum class KnobType { kInteger, kFloat, kBool, kCategorical };
-/// How the tuner should see the knob's axis.
+/// How the tuner sees the knob's axis.
 enum class KnobScale { kLinear, kLog, kCategorical };
 
-/// The allreduce algorithm knob's choices, in the order of its categorical
-/// index. The runtime's algorithm registry names the same strings.
-/// native = the backend library's own allreduce; ring = hvdtune's pipelined
-/// ring on point-to-point; hierarchical = inside nodes, then across them.
-inline constexpr std::array<std::string_view, 3> kAllreduceAlgorithmChoices = {
-    "native", "ring", "hierarchical"};
+/// How the tuner moves a knob.
+enum class TuneAs {
+  /// Not tuned (only the environment sets it).
+  kNever,
+  /// Over [tune_min, tune_max] on `scale`.
+  kRange,
+  /// Every choice of a categorical or bool knob.
+  kChoice,
+  /// Two states: 0 (off) and the configured value (the default if that is
+  /// 0), e.g. the response cache's capacity.
+  kOnOff,
+};
+
+/// When a tunable knob is part of the search space.
+enum class TuneWhen {
+  kAlways,
+  /// The layout has more than one node.
+  kMultiNode,
+  /// The application splits its gradients into groups
+  /// (RuntimeOptions::tune_num_groups).
+  kAppGroups,
+};
+
+/// The allreduce algorithm knob's choices, in registry order (the
+/// runtime's algorithm registry, runtime/src/algorithms/registry.cc, is the
+/// only list).
+std::span<const std::string_view> AllreduceAlgorithms();
+
+/// One column of Horovod's autotune CSV log that a knob provides.
+struct HorovodLogColumn {
+  std::string_view name;
+  /// The knob's value as Horovod writes that column.
+  double (*value)(double knob_value);
+};
 
 struct KnobSpec {
   KnobId id;
-  /// Stable snake_case name used by the store, metrics and the CLI.
+  /// Stable snake_case name used by the store, metrics, the CLI and the
+  /// autotune log.
   std::string_view name;
   /// Environment variable that sets (and pins) the knob.
   std::string_view env;
   KnobType type;
-  KnobScale scale;
-  double default_value;
-  /// Range accepted from the environment (inclusive).
-  double min_value;
-  double max_value;
-  /// Range the tuner explores (inclusive); inside [min_value, max_value].
-  double tune_min;
-  double tune_max;
-  bool tunable;
+  KnobScale scale = KnobScale::kLinear;
+  double default_value = 0;
+  /// Range accepted from the environment (inclusive; a float knob's minimum
+  /// is exclusive).
+  double min_value = 0;
+  double max_value = 0;
+  /// How and when the tuner moves it; [tune_min, tune_max] lies inside
+  /// [min_value, max_value].
+  TuneAs tune_as = TuneAs::kNever;
+  TuneWhen tune_when = TuneWhen::kAlways;
+  double tune_min = 0;
+  double tune_max = 0;
   /// Names of a categorical knob's values; its value is an index into this.
-  std::span<const std::string_view> choices;
-  std::string_view unit;
-  std::string_view description;
+  std::span<const std::string_view> choices = {};
+  std::string_view unit = {};
+  std::string_view description = {};
+  /// Horovod's autotune log column this knob fills, if any.
+  HorovodLogColumn horovod_log = {};
+
+  bool tunable() const { return tune_as != TuneAs::kNever; }
 };
 
 /// All knobs, indexed by KnobId.
 const std::array<KnobSpec, kNumKnobs>& KnobTable();
+/// The knob table as the README's Markdown table (one row per knob: name,
+/// variable, type and unit, default, accepted range, tuned range and scale,
+/// meaning).
+std::string KnobTableMarkdown();
 const KnobSpec& GetKnobSpec(KnobId id);
 /// Finds a knob by its `name`; nullopt when unknown.
 std::optional<KnobId> FindKnob(std::string_view name);
@@ -115,6 +155,10 @@ struct KnobConfig {
   KnobSettings values;
   std::array<bool, kNumKnobs> pinned{};
 };
+
+/// Throws ConfigError naming the first knob whose value is outside its
+/// accepted range (or not an integer where one is required).
+void CheckKnobValues(const KnobSettings& values);
 
 /// Looks up an environment variable; nullopt when unset.
 using EnvLookup =

@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "hvdtune/config.h"
+#include "hvdtune/events.h"
 #include "hvdtune/knobs.h"
+#include "hvdtune/services.h"
 #include "hvdtune/status.h"
 #include "hvdtune/types.h"
 
@@ -53,32 +56,19 @@ struct AllreduceTensor {
   DataType dtype = DataType::kFloat32;
 };
 
+/// The environment-driven way to build a Runtime (what any application gets
+/// with HOROVOD_AUTOTUNE=1): ParseConfig(env) + DefaultServices().
 struct RuntimeOptions {
   /// Where HOROVOD_* / HVDTUNE_* settings are read; the process environment
   /// when empty.
-  EnvLookup env;
+  EnvLookup env = {};
   /// The application splits its gradient list into knobs().num_groups()
   /// groups, so the autotuner may tune num_groups.
   bool tune_num_groups = false;
-};
-
-enum class AutotunePhase { kOff, kWarmup, kExploring, kFrozen, kRetuning };
-/// "off", "warmup", "exploring", "frozen", "retuning".
-std::string_view AutotunePhaseName(AutotunePhase phase);
-
-/// What the online autotuner (HOROVOD_AUTOTUNE=1) is doing; rank 0 tunes,
-/// other ranks report kOff.
-struct AutotuneStatus {
-  AutotunePhase phase = AutotunePhase::kOff;
-  /// Scored samples so far (the initial configuration's counts as one).
-  int samples = 0;
-  /// Bytes reduced per second under the initial knobs (last warm-up sample).
-  double default_score = 0;
-  /// Observed score of the best configuration (valid once frozen).
-  double best_score = 0;
-  KnobSettings best;
-  /// Names of the knobs tuned jointly.
-  std::vector<std::string> tuned_knobs;
+  /// Attached after the sinks the environment asks for.
+  std::vector<std::shared_ptr<EventSink>> sinks = {};
+  /// Warm starts for the autotuner; none when null.
+  std::shared_ptr<ConfigSource> config_source = nullptr;
 };
 
 /// Counters of the cycle thread, for benchmarks and metrics.
@@ -101,21 +91,27 @@ struct RuntimeStats {
   /// Cycle number at which the knob values in force were applied (cycles
   /// run in lockstep, so this is the same on every rank).
   std::uint64_t knob_update_cycle = 0;
-  /// Seconds the cycle thread spent metering steps and running the
-  /// autotuner (rank 0 with HOROVOD_AUTOTUNE=1; 0 elsewhere).
+  /// Seconds the cycle thread spent metering steps and polling the
+  /// autotuner (rank 0 with HOROVOD_AUTOTUNE=1; 0 elsewhere). The
+  /// optimizer itself runs on the autotuner's own thread.
   double autotune_seconds = 0;
 };
 
 /// Owns all state of one initialisation: MPI communicators, the background
 /// thread, queues, the response cache and the fusion buffer.
 ///
-/// Construction reads the configuration (throws ConfigError on a bad
-/// setting) and starts the cycle thread; every rank of MPI_COMM_WORLD must
-/// construct one. Initialises MPI (MPI_THREAD_MULTIPLE) when the application
-/// has not. A new Runtime may be created after the previous one shut down.
+/// Every rank of MPI_COMM_WORLD must construct one; the ranks check that
+/// they agree on the configuration before anything else (a bad or
+/// rank-dependent setting throws ConfigError on every rank, none hangs),
+/// then the cycle thread starts. Initialises MPI (MPI_THREAD_MULTIPLE) when
+/// the application has not. A new Runtime may be created after the
+/// previous one shut down.
 class Runtime {
  public:
+  /// From the environment: ParseConfig(options.env) and DefaultServices().
   explicit Runtime(RuntimeOptions options = {});
+  /// The one construction path: a parsed configuration and its services.
+  Runtime(RuntimeConfig config, Services services);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -174,6 +170,8 @@ class Runtime {
   /// it after the step's collectives completed.
   void MarkStep();
   AutotuneStatus autotune_status() const;
+  /// The configuration this runtime was built with.
+  const RuntimeConfig& config() const;
 
  private:
   Handle EnqueueOne(internal::TensorEntry entry);

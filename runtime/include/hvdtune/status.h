@@ -19,6 +19,9 @@ enum class StatusCode : int {
   kAborted = 4,
   /// A failure inside the communication backend.
   kInternal = 5,
+  /// Some ranks did not submit the tensor within
+  /// HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (6 is the C API's config error).
+  kStalled = 7,
 };
 
 class Status {
@@ -40,6 +43,9 @@ class Status {
   }
   static Status Internal(std::string m) {
     return {StatusCode::kInternal, std::move(m)};
+  }
+  static Status Stalled(std::string m) {
+    return {StatusCode::kStalled, std::move(m)};
   }
 
   bool ok() const { return code_ == StatusCode::kOk; }

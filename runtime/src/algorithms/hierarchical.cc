@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "backends/nccl/nccl_backend.h"
+
 namespace hvdtune::internal {
 namespace {
 
@@ -10,6 +12,14 @@ namespace {
 constexpr std::int64_t kMaxPiece = INT_MAX / 2;
 
 }  // namespace
+
+Status HierarchicalAllreduce::RunDevice(const AlgorithmContext& ctx,
+                                        const void* in, void* out,
+                                        std::int64_t count, DataType dtype,
+                                        ReduceOp op) {
+  return NcclHierarchicalAllreduce(*ctx.device, ctx.mpi, ctx.types, in, out,
+                                   count, dtype, op);
+}
 
 Status HierarchicalAllreduce::Run(const AlgorithmContext& ctx, const void* in,
                                   void* out, std::int64_t count, DataType dtype,

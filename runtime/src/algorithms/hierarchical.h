@@ -31,6 +31,11 @@ class HierarchicalAllreduce final : public AllreduceAlgorithm {
   std::string_view name() const override { return "hierarchical"; }
   Status Run(const AlgorithmContext& ctx, const void* in, void* out,
              std::int64_t count, DataType dtype, ReduceOp op) override;
+  bool uses_node_layout() const override { return true; }
+  /// NCCL inside nodes, MPI across them (NcclHierarchicalAllreduce).
+  bool has_device_version() const override { return true; }
+  Status RunDevice(const AlgorithmContext& ctx, const void* in, void* out,
+                   std::int64_t count, DataType dtype, ReduceOp op) override;
 
  private:
   Status RunUneven(const AlgorithmContext& ctx, const void* in, void* out,

@@ -12,6 +12,11 @@ class NativeAllreduce final : public AllreduceAlgorithm {
              std::int64_t count, DataType dtype, ReduceOp op) override {
     return ctx.backend.Allreduce(in, out, count, dtype, op);
   }
+  bool has_device_version() const override { return true; }
+  Status RunDevice(const AlgorithmContext& ctx, const void* in, void* out,
+                   std::int64_t count, DataType dtype, ReduceOp op) override {
+    return ctx.device->Allreduce(in, out, count, dtype, op);
+  }
 };
 
 }  // namespace hvdtune::internal

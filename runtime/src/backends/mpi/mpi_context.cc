@@ -47,7 +47,7 @@ Status MpiError(const char* call, int code) {
                           std::string(text, static_cast<std::size_t>(len)));
 }
 
-MpiContext MpiContext::Create(int ranks_per_node) {
+MpiContext MpiContext::Create() {
   MpiContext ctx;
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -83,6 +83,11 @@ MpiContext MpiContext::Create(int ranks_per_node) {
   MPI_Comm_set_errhandler(ctx.data, MPI_ERRORS_RETURN);
   MPI_Comm_rank(ctx.data, &ctx.rank);
   MPI_Comm_size(ctx.data, &ctx.size);
+  return ctx;
+}
+
+void MpiContext::SplitNodes(int ranks_per_node) {
+  MpiContext& ctx = *this;
   if (ranks_per_node > 0) {
     Check(MPI_Comm_split(ctx.data, ctx.rank / ranks_per_node, ctx.rank,
                          &ctx.local),
@@ -100,7 +105,31 @@ MpiContext MpiContext::Create(int ranks_per_node) {
   MPI_Comm_size(ctx.cross, &ctx.cross_size);
   MPI_Comm_set_errhandler(ctx.local, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(ctx.cross, MPI_ERRORS_RETURN);
-  return ctx;
+}
+
+std::vector<std::vector<std::uint8_t>> AllgatherBytes(
+    MPI_Comm comm, const std::vector<std::uint8_t>& mine) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  const int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<std::size_t>(size));
+  Check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm),
+        "MPI_Allgather");
+  std::vector<int> displs(lens.size());
+  int total = 0;
+  for (std::size_t r = 0; r < lens.size(); ++r) {
+    displs[r] = total;
+    total += lens[r];
+  }
+  std::vector<std::uint8_t> all(static_cast<std::size_t>(total));
+  Check(MPI_Allgatherv(mine.data(), len, MPI_BYTE, all.data(), lens.data(),
+                       displs.data(), MPI_BYTE, comm),
+        "MPI_Allgatherv");
+  std::vector<std::vector<std::uint8_t>> out(lens.size());
+  for (std::size_t r = 0; r < lens.size(); ++r) {
+    out[r].assign(all.begin() + displs[r], all.begin() + displs[r] + lens[r]);
+  }
+  return out;
 }
 
 void MpiContext::Free() {

@@ -5,7 +5,9 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hvdtune/status.h"
 #include "hvdtune/types.h"
@@ -26,9 +28,19 @@ struct MpiContext {
   bool initialized_mpi = false;
 
   /// Initialises MPI if needed (MPI_THREAD_MULTIPLE requested) and creates
-  /// the communicators. ranks_per_node > 0 groups consecutive ranks into
-  /// emulated nodes instead of asking MPI. Throws ConfigError on failure.
-  static MpiContext Create(int ranks_per_node);
+  /// the control and data communicators. Throws ConfigError on failure.
+  static MpiContext Create();
+  /// Creates the local and cross communicators (collective on `data`).
+  /// ranks_per_node > 0 groups consecutive ranks into emulated nodes
+  /// instead of asking MPI; every rank must pass the same value. Throws
+  /// ConfigError on failure.
+  void SplitNodes(int ranks_per_node);
+  /// Create() and SplitNodes() (the ranks must agree on ranks_per_node).
+  static MpiContext Create(int ranks_per_node) {
+    MpiContext ctx = Create();
+    ctx.SplitNodes(ranks_per_node);
+    return ctx;
+  }
   /// Frees the communicators (MPI itself stays initialised; see Create).
   void Free();
 };
@@ -51,6 +63,11 @@ class MpiTypes {
   MPI_Op half_ops_[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
   MPI_Op bfloat16_ops_[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
 };
+
+/// Every rank's bytes, in rank order (collective on `comm`). Throws
+/// ConfigError on an MPI failure.
+std::vector<std::vector<std::uint8_t>> AllgatherBytes(
+    MPI_Comm comm, const std::vector<std::uint8_t>& mine);
 
 /// "MPI_Allreduce failed: <MPI error string>".
 Status MpiError(const char* call, int code);

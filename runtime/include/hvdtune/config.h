@@ -1,0 +1,65 @@
+// The runtime's whole configuration, parsed once: knob values (and which the
+// user pinned), the other settings, and the autotuner's settings. Every
+// HOROVOD_* / HVDTUNE_* variable is read here and nowhere else.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hvdtune/knobs.h"
+
+namespace hvdtune {
+
+/// HOROVOD_AUTOTUNE_* settings (Horovod's names and defaults) plus ours.
+struct AutotuneSettings {
+  bool enabled = false;       // HOROVOD_AUTOTUNE
+  std::string log_path;       // HOROVOD_AUTOTUNE_LOG
+  int warmup_samples = 3;     // HOROVOD_AUTOTUNE_WARMUP_SAMPLES
+  int steps_per_sample = 10;  // HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE
+  int max_samples = 20;       // HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES
+  /// HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE.
+  double gaussian_process_noise = 0.8;
+  /// HVDTUNE_AUTOTUNE_RETUNE_DROP: relative score drop after freezing that
+  /// counts as degraded (0 disables re-tuning).
+  double retune_drop = 0.15;
+  /// HVDTUNE_AUTOTUNE_RETUNE_WINDOWS: consecutive degraded samples that
+  /// re-open tuning.
+  int retune_windows = 3;
+  /// HVDTUNE_AUTOTUNE_SEED: the optimizer's seed.
+  std::uint64_t seed = 1;
+};
+
+/// Settings that are not knobs.
+struct RuntimeSettings {
+  /// HVDTUNE_RANKS_PER_NODE: emulate nodes of this many consecutive ranks
+  /// (0 = ask MPI which ranks share memory).
+  int ranks_per_node = 0;
+  /// HVDTUNE_FUSION_LOOKAHEAD: fuse each dtype/op in its own buffer (true)
+  /// or close the buffer whenever the dtype changes (false, for
+  /// comparison).
+  bool fusion_lookahead = true;
+  /// HOROVOD_STALL_CHECK_TIME_SECONDS: rank 0 warns about tensors that some
+  /// ranks submitted and others did not for this long (0 = no check).
+  double stall_check_seconds = 60;
+  /// HOROVOD_STALL_SHUTDOWN_TIME_SECONDS: such tensors fail on the ranks
+  /// that submitted them after this long (0 = never).
+  double stall_shutdown_seconds = 0;
+};
+
+struct RuntimeConfig {
+  KnobConfig knobs;
+  RuntimeSettings settings;
+  AutotuneSettings autotune;
+  /// The application splits its gradient list into knobs num_groups groups,
+  /// so the autotuner may tune num_groups (not an environment setting).
+  bool tune_num_groups = false;
+};
+
+/// Parses every HOROVOD_* / HVDTUNE_* setting strictly. Throws ConfigError
+/// naming the variable, the value and what is allowed.
+RuntimeConfig ParseConfig(const EnvLookup& env);
+
+/// Parses the autotune settings alone (part of ParseConfig).
+AutotuneSettings ParseAutotuneSettings(const EnvLookup& env);
+
+}  // namespace hvdtune

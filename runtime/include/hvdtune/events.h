@@ -1,0 +1,185 @@
+// The runtime's event stream: what the cycle thread did, as plain records,
+// delivered to every attached EventSink. The throughput meter, the autotune
+// log, the stderr log (and metrics, the store, the timeline) are sinks.
+//
+// Every event is delivered on the runtime's cycle thread, in the order it
+// happened. A sink must be cheap there (update a counter, push to a queue):
+// anything slow belongs on a thread of the sink's own. An exception thrown
+// by a sink detaches that sink (one warning); the job goes on.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hvdtune/knobs.h"
+#include "hvdtune/status.h"
+#include "hvdtune/types.h"
+
+namespace hvdtune {
+
+/// Seconds on the runtime's monotonic clock (the clock of every event).
+double RuntimeClock();
+
+enum class AutotunePhase { kOff, kWarmup, kExploring, kFrozen, kRetuning };
+/// "off", "warmup", "exploring", "frozen", "retuning".
+std::string_view AutotunePhaseName(AutotunePhase phase);
+
+/// Who and where this runtime is; given to every sink before the first
+/// event.
+struct RuntimeInfo {
+  int rank = 0, size = 1;
+  int local_rank = 0, local_size = 1;
+  int cross_rank = 0, cross_size = 1;
+  /// The knob values in force at start.
+  KnobSettings knobs;
+};
+
+/// One cycle of the background thread (idle cycles included).
+struct CycleEvent {
+  std::uint64_t cycle = 0;
+  /// Seconds on the runtime's monotonic clock.
+  double start = 0;
+  double seconds = 0;
+  /// Of `seconds`: agreeing on ready tensors (cache bits and negotiation).
+  double negotiation_seconds = 0;
+  /// Tensors run (or failed) this cycle.
+  int tensors = 0;
+  /// Backend calls made and the bytes they carried.
+  int collectives = 0;
+  std::int64_t bytes = 0;
+  /// Allreduce bytes that went through the fusion buffer, and the fusion
+  /// threshold in force (fill ratio = fused_bytes / fusion threshold).
+  std::int64_t fused_bytes = 0;
+  std::int64_t fusion_threshold = 0;
+  int cache_hits = 0;
+  int cache_misses = 0;
+};
+
+/// One backend call (a fused buffer counts once).
+struct CollectiveEvent {
+  CollectiveType op = CollectiveType::kAllreduce;
+  /// "native", "ring", "hierarchical" for allreduce; "native" or
+  /// "hierarchical" for allgather; "native" for broadcast.
+  std::string_view algorithm;
+  /// "mpi" or "nccl".
+  std::string_view backend;
+  DataType dtype = DataType::kFloat32;
+  std::int64_t bytes = 0;
+  int tensors = 0;
+  double start = 0;
+  double seconds = 0;
+  bool ok = true;
+};
+
+/// One tensor finished (successfully or not). Times on the runtime's
+/// monotonic clock: enqueued by the application, agreed on by all ranks,
+/// its collective started and ended.
+struct TensorEvent {
+  std::string_view name;
+  CollectiveType op = CollectiveType::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  std::int64_t bytes = 0;
+  double enqueued = 0;
+  double negotiated = 0;
+  double started = 0;
+  double finished = 0;
+  /// The fused buffer it travelled in had this many tensors (1 = alone).
+  int fused_with = 1;
+  StatusCode status = StatusCode::kOk;
+};
+
+/// Every rank applied new knob values at the same cycle.
+struct KnobsAppliedEvent {
+  std::uint64_t version = 0;
+  std::uint64_t cycle = 0;
+  KnobSettings previous;
+  KnobSettings values;
+  double time = 0;
+};
+
+/// Rank 0's autotuner scored a sample.
+struct AutotuneSampleEvent {
+  /// 1-based over the run, warm-up samples included.
+  int index = 0;
+  AutotunePhase phase = AutotunePhase::kWarmup;
+  KnobSettings values;
+  /// Bytes reduced per second (median of the sample's steps).
+  double score = 0;
+  double best_score = 0;
+  double time = 0;
+};
+
+/// The autotuner changed phase (rank 0).
+struct PhaseChangeEvent {
+  AutotunePhase from = AutotunePhase::kOff;
+  AutotunePhase to = AutotunePhase::kOff;
+  /// Samples scored in exploration so far.
+  int samples = 0;
+  /// Entering kFrozen: the configuration frozen on and its score, beside
+  /// the initial one. Entering kRetuning: the degraded score and the frozen
+  /// reference.
+  KnobSettings values;
+  double score = 0;
+  double reference_score = 0;
+  double time = 0;
+};
+
+struct ErrorEvent {
+  enum class Kind {
+    /// Ranks disagree on a tensor (shape, dtype, op, root, ...).
+    kMismatch,
+    /// A backend call failed.
+    kBackend,
+    /// Negotiation itself failed; the runtime stops.
+    kNegotiation,
+    /// The autotuner failed and was switched off.
+    kAutotune,
+    /// A sink failed and was detached.
+    kSink,
+    /// Tensors failed after waiting past the stall shutdown time.
+    kStallShutdown,
+  };
+  Kind kind = Kind::kBackend;
+  /// Empty when no tensor is concerned.
+  std::string tensor;
+  std::string message;
+  double time = 0;
+};
+/// "mismatch", "backend", "negotiation", "autotune", "sink",
+/// "stall_shutdown".
+std::string_view ErrorKindName(ErrorEvent::Kind kind);
+
+/// Rank 0: a tensor some ranks submitted and others did not, for longer
+/// than HOROVOD_STALL_CHECK_TIME_SECONDS.
+struct StallEvent {
+  std::string tensor;
+  /// Ranks that have not submitted it.
+  std::vector<int> missing_ranks;
+  double waited_seconds = 0;
+  /// It is failed now (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS passed).
+  bool shutdown = false;
+  double time = 0;
+};
+
+/// Receives the event stream. Every method has an empty default, so a sink
+/// overrides what it needs.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  /// Once, before the cycle thread starts.
+  virtual void OnStart(const RuntimeInfo& info) { (void)info; }
+  virtual void OnCycle(const CycleEvent& e) { (void)e; }
+  virtual void OnCollective(const CollectiveEvent& e) { (void)e; }
+  virtual void OnTensor(const TensorEvent& e) { (void)e; }
+  virtual void OnKnobsApplied(const KnobsAppliedEvent& e) { (void)e; }
+  virtual void OnAutotuneSample(const AutotuneSampleEvent& e) { (void)e; }
+  virtual void OnPhaseChange(const PhaseChangeEvent& e) { (void)e; }
+  virtual void OnError(const ErrorEvent& e) { (void)e; }
+  virtual void OnStall(const StallEvent& e) { (void)e; }
+  /// Once, after the cycle thread stopped (flush files here).
+  virtual void OnStop() {}
+};
+
+}  // namespace hvdtune

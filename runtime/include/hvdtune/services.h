@@ -1,0 +1,120 @@
+// What a Runtime is built from besides its configuration: event sinks, the
+// autotuner (rank 0) and a source of known configurations for warm starts.
+// The runtime core sees them only through these interfaces.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hvdtune/config.h"
+#include "hvdtune/events.h"
+#include "hvdtune/knobs.h"
+
+namespace hvdtune {
+
+/// What the online autotuner (HOROVOD_AUTOTUNE=1) is doing; rank 0 tunes,
+/// other ranks report kOff.
+struct AutotuneStatus {
+  AutotunePhase phase = AutotunePhase::kOff;
+  /// Scored exploration samples so far (the initial configuration's counts
+  /// as one).
+  int samples = 0;
+  /// Bytes reduced per second under the initial knobs (last warm-up sample).
+  double default_score = 0;
+  /// Observed score of the best configuration (valid once frozen).
+  double best_score = 0;
+  KnobSettings best;
+  /// Names of the knobs tuned jointly.
+  std::vector<std::string> tuned_knobs;
+  /// Where the starting point came from: "fresh", "store" (a known best
+  /// confirmed) or "transfer" (prior samples of similar jobs).
+  std::string source = "fresh";
+};
+
+/// One tensor of a training step, as the autotuner saw it (the model's
+/// shape for fingerprints).
+struct StepTensor {
+  DataType dtype = DataType::kFloat32;
+  std::int64_t bytes = 0;
+};
+
+/// Known configurations for a job (a store, a file, a test).
+class ConfigSource {
+ public:
+  virtual ~ConfigSource() = default;
+
+  struct Sample {
+    KnobSettings values;
+    double score = 0;
+  };
+  struct WarmStart {
+    /// Scored configurations of this or similar jobs: prior observations.
+    std::vector<Sample> priors;
+    /// The best configuration known for exactly this job; confirmed over a
+    /// few samples instead of exploring.
+    std::optional<Sample> best;
+    /// Apply `best` without scoring or tuning at all.
+    bool freeze = false;
+    /// "store" or "transfer", for AutotuneStatus::source.
+    std::string source = "fresh";
+  };
+  /// Rank 0, once, when the first training step was measured. Must not
+  /// throw for ordinary failures (return an empty WarmStart and warn).
+  virtual WarmStart Lookup(const RuntimeInfo& info,
+                           const std::vector<StepTensor>& step) = 0;
+};
+
+/// What rank 0's autotuner is made from.
+struct TuningContext {
+  RuntimeInfo info;
+  /// Initial knob values and which ones the user pinned.
+  KnobConfig knobs;
+  AutotuneSettings settings;
+  bool tune_num_groups = false;
+  /// May be null.
+  std::shared_ptr<ConfigSource> config_source;
+};
+
+/// Rank 0's online autotuner as the cycle loop sees it: an event sink (it
+/// meters completed tensors) that now and then asks for new knob values.
+class Autotuner : public EventSink {
+ public:
+  /// Application threads: a training step ended at `now` (runtime clock).
+  virtual void MarkStep(double now) = 0;
+
+  struct Output {
+    std::optional<KnobSettings> update;
+    std::vector<AutotuneSampleEvent> samples;
+    std::vector<PhaseChangeEvent> phase_changes;
+    std::vector<ErrorEvent> errors;
+  };
+  /// Cycle thread, once per cycle after the cycle's events: knob values to
+  /// put in force (validated by the runtime) and events to publish. Must be
+  /// cheap: the optimizer runs on a thread of the autotuner's own.
+  virtual Output Poll(double now) = 0;
+  /// Any thread.
+  virtual AutotuneStatus status() const = 0;
+};
+
+struct Services {
+  /// Attached on every rank, in this order.
+  std::vector<std::shared_ptr<EventSink>> sinks;
+  /// Makes the autotuner; called on rank 0 only. Empty: no autotuning.
+  std::function<std::unique_ptr<Autotuner>(const TuningContext&)>
+      make_autotuner;
+  std::shared_ptr<ConfigSource> config_source;
+};
+
+/// The wiring any application gets from the environment: the GP autotuner
+/// when HOROVOD_AUTOTUNE=1, its CSV log (HOROVOD_AUTOTUNE_LOG) and the
+/// stderr log.
+Services DefaultServices(const RuntimeConfig& config);
+
+/// The GP autotuner (tuner/) behind the Autotuner interface.
+std::unique_ptr<Autotuner> MakeGpAutotuner(const TuningContext& context);
+
+}  // namespace hvdtune

@@ -1,0 +1,39 @@
+// The tuner's view of the knob table: which knobs form the search space
+// (the table's tune_as / tune_when, the user's pins, the layout) and the
+// mapping between knob values and the tuner's configurations.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hvdtune/knobs.h"
+#include "hvdtune/tuner/search_space.h"
+
+namespace hvdtune::internal {
+
+class KnobSpace {
+ public:
+  /// `multi_node`: the layout has more than one node; `app_groups`: the
+  /// application groups its gradients.
+  KnobSpace(const KnobConfig& knobs, bool multi_node, bool app_groups);
+
+  bool empty() const { return ids_.empty(); }
+  /// Valid only when !empty().
+  const tuner::SearchSpace& space() const { return *space_; }
+  std::vector<std::string> tuned_knobs() const;
+  const std::vector<KnobId>& ids() const { return ids_; }
+
+  tuner::Config ToConfig(const KnobSettings& values) const;
+  /// `base` with the tuned knobs set from `config` (rounded and clamped
+  /// to the table's ranges).
+  KnobSettings FromConfig(const tuner::Config& config,
+                          const KnobSettings& base) const;
+
+ private:
+  KnobSettings initial_;
+  std::vector<KnobId> ids_;
+  std::unique_ptr<tuner::SearchSpace> space_;
+};
+
+}  // namespace hvdtune::internal

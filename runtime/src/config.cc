@@ -1,0 +1,67 @@
+#include "hvdtune/config.h"
+
+#include <cstdint>
+
+#include "hvdtune/status.h"
+
+namespace hvdtune {
+namespace {
+
+template <class F>
+void IfSet(const EnvLookup& env, std::string_view var, F&& apply) {
+  if (auto v = env(var)) apply(var, *v);
+}
+
+int Int(std::string_view var, std::string_view text, std::int64_t lo,
+        std::int64_t hi) {
+  return static_cast<int>(ParseIntSetting(var, text, lo, hi));
+}
+
+}  // namespace
+
+AutotuneSettings ParseAutotuneSettings(const EnvLookup& env) {
+  AutotuneSettings s;
+  IfSet(env, "HOROVOD_AUTOTUNE",
+        [&](auto var, auto v) { s.enabled = ParseBoolSetting(var, v); });
+  IfSet(env, "HOROVOD_AUTOTUNE_LOG",
+        [&](auto, auto v) { s.log_path = std::string(v); });
+  IfSet(env, "HOROVOD_AUTOTUNE_WARMUP_SAMPLES",
+        [&](auto var, auto v) { s.warmup_samples = Int(var, v, 0, 1000); });
+  IfSet(env, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE",
+        [&](auto var, auto v) { s.steps_per_sample = Int(var, v, 1, 100000); });
+  IfSet(env, "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
+        [&](auto var, auto v) { s.max_samples = Int(var, v, 1, 10000); });
+  IfSet(env, "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", [&](auto var, auto v) {
+    s.gaussian_process_noise = ParseFloatSetting(var, v, 0.0, 100.0, true);
+  });
+  IfSet(env, "HVDTUNE_AUTOTUNE_RETUNE_DROP", [&](auto var, auto v) {
+    s.retune_drop = ParseFloatSetting(var, v, 0.0, 1.0, false);
+  });
+  IfSet(env, "HVDTUNE_AUTOTUNE_RETUNE_WINDOWS",
+        [&](auto var, auto v) { s.retune_windows = Int(var, v, 1, 100000); });
+  IfSet(env, "HVDTUNE_AUTOTUNE_SEED", [&](auto var, auto v) {
+    s.seed = static_cast<std::uint64_t>(ParseIntSetting(var, v, 0, INT64_MAX));
+  });
+  return s;
+}
+
+RuntimeConfig ParseConfig(const EnvLookup& env) {
+  RuntimeConfig c;
+  c.knobs = ParseKnobsFromEnv(env);
+  RuntimeSettings& s = c.settings;
+  IfSet(env, "HVDTUNE_RANKS_PER_NODE",
+        [&](auto var, auto v) { s.ranks_per_node = Int(var, v, 1, 1 << 20); });
+  IfSet(env, "HVDTUNE_FUSION_LOOKAHEAD", [&](auto var, auto v) {
+    s.fusion_lookahead = ParseBoolSetting(var, v);
+  });
+  IfSet(env, "HOROVOD_STALL_CHECK_TIME_SECONDS", [&](auto var, auto v) {
+    s.stall_check_seconds = ParseFloatSetting(var, v, 0.0, 1e9, false);
+  });
+  IfSet(env, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", [&](auto var, auto v) {
+    s.stall_shutdown_seconds = ParseFloatSetting(var, v, 0.0, 1e9, false);
+  });
+  c.autotune = ParseAutotuneSettings(env);
+  return c;
+}
+
+}  // namespace hvdtune

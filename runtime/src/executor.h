@@ -1,0 +1,79 @@
+// Runs the tensors a cycle agreed on: plans fusion, picks the algorithm from
+// the registry (host or device version), drives the backends and reports
+// each collective and each finished tensor.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "algorithms/hierarchical_allgather.h"
+#include "backends/backend.h"
+#include "backends/mpi/mpi_context.h"
+#include "fusion_buffer.h"
+#include "hvdtune/events.h"
+#include "message.h"
+#include "tensor_entry.h"
+
+namespace hvdtune::internal {
+
+/// Where the executor reports; implemented by the cycle loop.
+class ExecutionListener {
+ public:
+  virtual ~ExecutionListener() = default;
+  /// A backend call finished (before its tensors are finished).
+  virtual void OnCollective(const CollectiveEvent& e) = 0;
+  /// A tensor is done: complete its handle.
+  virtual void Finish(TensorEntry& e, Status s, double started, double finished,
+                      int fused_with) = 0;
+};
+
+/// What one Run() did, for the cycle event.
+struct ExecutionTotals {
+  int collectives = 0;
+  std::int64_t bytes = 0;
+  std::int64_t fused_bytes = 0;
+};
+
+class Executor {
+ public:
+  /// `device` is the NCCL backend, or null.
+  Executor(const MpiContext& mpi, const MpiTypes& types, Backend& host,
+           Backend* device);
+
+  /// `ready` is the same list in the same order on every rank; entries[i]
+  /// is this rank's entry for ready[i].
+  ExecutionTotals Run(const std::vector<Response>& ready,
+                      const std::vector<TensorEntry*>& entries,
+                      const KnobSettings& knobs, bool fusion_lookahead,
+                      ExecutionListener& listener);
+
+ private:
+  void Allreduce(const std::vector<TensorEntry*>& group,
+                 const KnobSettings& knobs, ExecutionListener& listener,
+                 ExecutionTotals& totals);
+  void DeviceAllreduce(const std::vector<TensorEntry*>& group,
+                       const KnobSettings& knobs, ExecutionListener& listener,
+                       ExecutionTotals& totals);
+  void Broadcast(TensorEntry& e, ExecutionListener& listener,
+                 ExecutionTotals& totals);
+  void Allgather(TensorEntry& e, const Response& resp,
+                 const KnobSettings& knobs, ExecutionListener& listener,
+                 ExecutionTotals& totals);
+  AlgorithmContext Context(const KnobSettings& knobs) const {
+    return {host_, mpi_, types_, knobs, device_};
+  }
+
+  const MpiContext& mpi_;
+  const MpiTypes& types_;
+  Backend& host_;
+  Backend* device_;
+  std::vector<std::unique_ptr<AllreduceAlgorithm>> algorithms_;
+  HierarchicalAllgather hierarchical_allgather_;
+  FusionBuffer fusion_buffer_;
+  std::vector<FusedMember> members_;
+  bool warned_device_fallback_ = false;
+};
+
+}  // namespace hvdtune::internal
