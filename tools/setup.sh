@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   g++ make cmake pkg-config git ca-certificates
   openmpi-bin libopenmpi-dev
-  libeigen3-dev libnlopt-dev libnlopt-cxx-dev
+  libeigen3-dev libnlopt-dev libnlopt-cxx-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 

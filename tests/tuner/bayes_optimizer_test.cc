@@ -3,9 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "test_functions.h"
 
@@ -178,6 +183,105 @@ TEST(BayesianOptimizerTest, RestoresMidDesignAndRejectsGarbage) {
   EXPECT_THROW(BayesianOptimizer::FromJson("{\"format\":1}"),
                std::invalid_argument);
   EXPECT_THROW(BayesianOptimizer::FromJson("not json"), std::invalid_argument);
+}
+
+TEST(BayesianOptimizerTest, StateRoundTripIsBitExact) {
+  const SearchSpace space({Dimension::Continuous("x", -1.7976931348623157e308,
+                                                 1.7976931348623157e308),
+                           Dimension::Continuous("y", 0, 1)});
+  BayesianOptimizer original(space, Settings(~0ULL));
+  // Doubles that need all 17 digits, denormals, extremes and -0.
+  std::vector<double> values = {0.1,
+                                1.0 / 3,
+                                2.0 / 3,
+                                std::nextafter(1.0, 2.0),
+                                5e-324,
+                                2.2250738585072014e-308,
+                                -1.7976931348623157e308,
+                                1.7976931348623157e308,
+                                -0.0,
+                                123456789.12345679,
+                                9007199254740993.0,
+                                1e23};
+  std::mt19937_64 rng(12);
+  while (values.size() < 400) {
+    const double v = std::bit_cast<double>(rng());
+    if (std::isfinite(v)) values.push_back(v);
+  }
+  for (std::size_t i = 0; i + 1 < values.size(); i += 2) {
+    original.Observe({values[i], std::fabs(std::fmod(values[i + 1], 1.0))},
+                     values[i + 1]);
+  }
+  const std::string text = original.ToJson();
+  const BayesianOptimizer restored = BayesianOptimizer::FromJson(text);
+  ASSERT_EQ(restored.observations().size(), original.observations().size());
+  for (std::size_t i = 0; i < original.observations().size(); ++i) {
+    const Observation& a = original.observations()[i];
+    const Observation& b = restored.observations()[i];
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(b.score),
+              std::bit_cast<std::uint64_t>(a.score))
+        << i;
+    for (std::size_t d = 0; d < a.config.size(); ++d) {
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(b.config[d]),
+                std::bit_cast<std::uint64_t>(a.config[d]))
+          << i << "," << d;
+    }
+  }
+  EXPECT_EQ(restored.settings().seed, ~0ULL);
+  EXPECT_EQ(restored.ToJson(), text);
+}
+
+// `text` with the first `from` replaced by `to` (which must be there).
+std::string Edit(std::string text, const std::string& from,
+                 const std::string& to) {
+  const std::size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(BayesianOptimizerTest, MalformedStateErrorsSayWhatIsWrong) {
+  BayesianOptimizer opt(MixedSpace(), Settings(4));
+  opt.Observe({0.5, 0.25, 1}, 2.5);
+  const std::string good = opt.ToJson();
+  // Readable: named members in a fixed order, numbers as written.
+  EXPECT_EQ(good.rfind("{\"format\":\"hvdtune.tuner.bayes_optimizer\","
+                       "\"version\":1,\"space\":[{\"name\":\"x\"",
+                       0),
+            0u)
+      << good;
+  EXPECT_NE(good.find("\"observations\":[{\"config\":[0.5,0.25,1.0],"
+                      "\"score\":2.5}]"),
+            std::string::npos)
+      << good;
+  ASSERT_NO_THROW(BayesianOptimizer::FromJson(good));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"not json", "parse error"},
+      {good + "x", "parse error"},
+      {"[1,2]", "document: expected an object"},
+      {Edit(good, "\"version\":1", "\"version\":2"), "unknown format"},
+      {Edit(good, "\"rng\":", "\"rgn\":"), "missing member 'rng'"},
+      {Edit(good, "\"score\":2.5", "\"score\":\"2.5\""),
+       "observations[0].score: expected a number, found string"},
+      {Edit(good, "\"num_categories\":4", "\"num_categories\":2.5"),
+       "space[2].num_categories: expected an integer"},
+      {Edit(good, "\"seed\":\"4\"", "\"seed\":\"-4\""), "settings.seed"},
+      {Edit(good, "\"design_generated\":", "\"design_generated\":1,\"x\":"),
+       "design_generated: expected a boolean, found number"},
+      {Edit(good, "\"config\":[0.5,", "\"config\":[null,"),
+       "observations[0].config[0]: expected a number, found null"},
+      {Edit(good, "\"kind\":\"categorical\"", "\"kind\":\"ordinal\""),
+       "unknown dimension kind 'ordinal'"},
+  };
+  for (const auto& [text, message] : cases) {
+    try {
+      BayesianOptimizer::FromJson(text);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos)
+          << "'" << e.what() << "' does not say '" << message << "'";
+    }
+  }
 }
 
 TEST(BayesianOptimizerTest, FlatAndDuplicateObservationsStayFinite) {

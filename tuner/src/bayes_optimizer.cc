@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include "hvdtune/tuner/initial_design.h"
-#include "json.h"
 
 namespace hvdtune::tuner {
 
@@ -97,6 +98,110 @@ AcquisitionKind AcquisitionFromName(const std::string& name) {
   throw std::invalid_argument("tuner state JSON: unknown acquisition '" + name +
                               "'");
 }
+
+// A finite double for the state (JSON has no NaN or infinity). nlohmann
+// writes the shortest text that reads back to the same double, so values
+// round-trip bit for bit.
+double FiniteNumber(double value) {
+  if (!std::isfinite(value)) {
+    throw std::invalid_argument("non-finite number in tuner state");
+  }
+  return value;
+}
+
+std::vector<double> FiniteNumbers(const std::vector<double>& values) {
+  for (double v : values) FiniteNumber(v);
+  return values;
+}
+
+// Read access to one JSON value of the state that names what it reads in
+// its errors ("observations[3].score: expected a number").
+class StateReader {
+ public:
+  explicit StateReader(const nlohmann::json& value, std::string path = "")
+      : value_(value), path_(std::move(path)) {}
+
+  bool Has(const char* key) const {
+    return value_.is_object() && value_.contains(key);
+  }
+  std::size_t size() const { return value_.size(); }
+
+  StateReader Object(const char* key) const {
+    return Child(key).Expect(kObject);
+  }
+  StateReader Array(const char* key) const { return Child(key).Expect(kArray); }
+  StateReader Object(std::size_t i) const { return Child(i).Expect(kObject); }
+  std::string String(const char* key) const {
+    return Child(key).Expect(kString).value_.get<std::string>();
+  }
+  bool Bool(const char* key) const {
+    return Child(key).Expect(kBool).value_.get<bool>();
+  }
+  double Number(const char* key) const { return Child(key).AsNumber(); }
+  int Integer(const char* key) const { return Child(key).AsInteger(); }
+  std::vector<double> Numbers(const char* key) const {
+    return Child(key).AsNumbers();
+  }
+  std::vector<double> Numbers(std::size_t i) const {
+    return Child(i).AsNumbers();
+  }
+
+ private:
+  enum Type { kObject, kArray, kString, kBool, kNumber };
+
+  [[noreturn]] void Fail(const std::string& what) const {
+    throw std::invalid_argument(
+        "tuner state JSON: " + (path_.empty() ? "document" : path_) + ": " +
+        what);
+  }
+  StateReader Child(const char* key) const {
+    const std::string path = path_.empty() ? key : path_ + "." + key;
+    if (!value_.is_object()) Fail("expected an object");
+    const auto it = value_.find(key);
+    if (it == value_.end()) {
+      throw std::invalid_argument("tuner state JSON: missing member '" + path +
+                                  "'");
+    }
+    return StateReader(*it, path);
+  }
+  StateReader Child(std::size_t i) const {
+    return StateReader(value_.at(i), path_ + "[" + std::to_string(i) + "]");
+  }
+  StateReader Expect(Type type) const {
+    static constexpr const char* kNames[] = {
+        "an object", "an array", "a string", "a boolean", "a number"};
+    const bool ok = (type == kObject && value_.is_object()) ||
+                    (type == kArray && value_.is_array()) ||
+                    (type == kString && value_.is_string()) ||
+                    (type == kBool && value_.is_boolean()) ||
+                    (type == kNumber && value_.is_number());
+    if (!ok) {
+      Fail(std::string("expected ") + kNames[type] + ", found " +
+           value_.type_name());
+    }
+    return *this;
+  }
+  double AsNumber() const { return Expect(kNumber).value_.get<double>(); }
+  int AsInteger() const {
+    const double v = AsNumber();
+    if (v != std::floor(v) || v < std::numeric_limits<int>::min() ||
+        v > std::numeric_limits<int>::max()) {
+      Fail("expected an integer");
+    }
+    return static_cast<int>(v);
+  }
+  std::vector<double> AsNumbers() const {
+    Expect(kArray);
+    std::vector<double> out;
+    for (std::size_t i = 0; i < value_.size(); ++i) {
+      out.push_back(Child(i).AsNumber());
+    }
+    return out;
+  }
+
+  const nlohmann::json& value_;
+  std::string path_;
+};
 
 }  // namespace
 
@@ -315,111 +420,142 @@ bool BayesianOptimizer::ShouldStop() const {
 }
 
 std::string BayesianOptimizer::ToJson() const {
-  std::ostringstream out;
-  out << "{\"format\":" << json::Quote(kFormat) << ",\"version\":" << kVersion;
-  out << ",\"space\":[";
-  for (std::size_t i = 0; i < space_.size(); ++i) {
-    const Dimension& d = space_.dimensions()[i];
-    out << (i ? "," : "") << "{\"name\":" << json::Quote(d.name)
-        << ",\"kind\":" << json::Quote(KindName(d.kind))
-        << ",\"lower\":" << json::Number(d.lower)
-        << ",\"upper\":" << json::Number(d.upper)
-        << ",\"log_scale\":" << (d.log_scale ? "true" : "false")
-        << ",\"num_categories\":" << d.num_categories
-        << ",\"pinned\":" << (d.pinned ? "true" : "false")
-        << ",\"pinned_value\":" << json::Number(d.pinned_value) << "}";
+  // Insertion order keeps the document in the order it is described in.
+  nlohmann::ordered_json doc;
+  doc["format"] = kFormat;
+  doc["version"] = kVersion;
+  nlohmann::ordered_json space = nlohmann::ordered_json::array();
+  for (const Dimension& d : space_.dimensions()) {
+    nlohmann::ordered_json dim;
+    dim["name"] = d.name;
+    dim["kind"] = KindName(d.kind);
+    dim["lower"] = FiniteNumber(d.lower);
+    dim["upper"] = FiniteNumber(d.upper);
+    dim["log_scale"] = d.log_scale;
+    dim["num_categories"] = d.num_categories;
+    dim["pinned"] = d.pinned;
+    dim["pinned_value"] = FiniteNumber(d.pinned_value);
+    space.push_back(std::move(dim));
   }
-  out << "],\"settings\":{\"seed\":"
-      << json::Quote(std::to_string(settings_.seed)) << ",\"acquisition.kind\":"
-      << json::Quote(AcquisitionName(settings_.acquisition.kind));
+  doc["space"] = std::move(space);
+  nlohmann::ordered_json settings;
+  // A string: readers that hold numbers as doubles cannot carry 64 bits.
+  settings["seed"] = std::to_string(settings_.seed);
+  settings["acquisition.kind"] = AcquisitionName(settings_.acquisition.kind);
   BayesOptSettings copy = settings_;
   VisitSettings(copy, [&](const char* name, auto& value) {
-    out << "," << json::Quote(name) << ":";
-    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>) {
-      out << (value ? "true" : "false");
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_floating_point_v<T>) {
+      settings[name] = FiniteNumber(value);
     } else {
-      out << json::Number(static_cast<double>(value));
+      settings[name] = value;
     }
   });
+  doc["settings"] = std::move(settings);
   std::ostringstream rng_text;
   rng_text << rng_;
-  out << "},\"rng\":" << json::Quote(rng_text.str()) << ",\"observations\":[";
-  for (std::size_t i = 0; i < observations_.size(); ++i) {
-    out << (i ? "," : "")
-        << "{\"config\":" << json::Numbers(observations_[i].config)
-        << ",\"score\":" << json::Number(observations_[i].score) << "}";
+  doc["rng"] = rng_text.str();
+  nlohmann::ordered_json observations = nlohmann::ordered_json::array();
+  for (const Observation& o : observations_) {
+    nlohmann::ordered_json obs;
+    obs["config"] = FiniteNumbers(o.config);
+    obs["score"] = FiniteNumber(o.score);
+    observations.push_back(std::move(obs));
   }
-  out << "],\"design_queue\":[";
-  for (std::size_t i = 0; i < design_queue_.size(); ++i) {
-    out << (i ? "," : "") << json::Numbers(design_queue_[i]);
-  }
+  doc["observations"] = std::move(observations);
+  nlohmann::ordered_json queue = nlohmann::ordered_json::array();
+  for (const Config& c : design_queue_) queue.push_back(FiniteNumbers(c));
+  doc["design_queue"] = std::move(queue);
+  doc["design_generated"] = design_generated_;
+  doc["low_ei_rounds"] = low_ei_rounds_;
+  doc["last_fit_points"] = last_fit_points_;
   const Eigen::VectorXd& theta = gp_.hyperparameters();
-  out << "],\"design_generated\":" << (design_generated_ ? "true" : "false")
-      << ",\"low_ei_rounds\":" << low_ei_rounds_
-      << ",\"last_fit_points\":" << last_fit_points_ << ",\"hyperparameters\":"
-      << json::Numbers(
-             std::vector<double>(theta.data(), theta.data() + theta.size()))
-      << "}";
-  return out.str();
+  doc["hyperparameters"] = FiniteNumbers(
+      std::vector<double>(theta.data(), theta.data() + theta.size()));
+  return doc.dump();
 }
 
 BayesianOptimizer BayesianOptimizer::FromJson(const std::string& text) {
-  const json::Value doc = json::Parse(text);
-  if (doc.at("format").AsString() != kFormat ||
-      doc.at("version").AsNumber() != kVersion) {
-    throw std::invalid_argument("tuner state JSON: unknown format or version");
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::invalid_argument(std::string("tuner state JSON: ") + e.what());
+  }
+  const StateReader state(doc);
+  if (state.String("format") != kFormat ||
+      state.Integer("version") != kVersion) {
+    throw std::invalid_argument(
+        "tuner state JSON: unknown format or version (expected '" +
+        std::string(kFormat) + "' version " + std::to_string(kVersion) + ")");
   }
   std::vector<Dimension> dims;
-  for (const json::Value& v : doc.at("space").AsArray()) {
+  const StateReader space = state.Array("space");
+  for (std::size_t i = 0; i < space.size(); ++i) {
+    const StateReader v = space.Object(i);
     Dimension d;
-    d.name = v.at("name").AsString();
-    d.kind = KindFromName(v.at("kind").AsString());
-    d.lower = v.at("lower").AsNumber();
-    d.upper = v.at("upper").AsNumber();
-    d.log_scale = v.at("log_scale").AsBool();
-    d.num_categories = static_cast<int>(v.at("num_categories").AsNumber());
-    d.pinned = v.at("pinned").AsBool();
-    d.pinned_value = v.at("pinned_value").AsNumber();
+    d.name = v.String("name");
+    d.kind = KindFromName(v.String("kind"));
+    d.lower = v.Number("lower");
+    d.upper = v.Number("upper");
+    d.log_scale = v.Bool("log_scale");
+    d.num_categories = v.Integer("num_categories");
+    d.pinned = v.Bool("pinned");
+    d.pinned_value = v.Number("pinned_value");
     dims.push_back(d);
   }
-  const json::Value& s = doc.at("settings");
+  const StateReader s = state.Object("settings");
   BayesOptSettings settings;
+  const std::string seed = s.String("seed");
   try {
-    settings.seed = std::stoull(s.at("seed").AsString());
+    if (seed.empty() || seed.find_first_not_of("0123456789") != seed.npos) {
+      throw std::invalid_argument(seed);
+    }
+    settings.seed = std::stoull(seed);
   } catch (const std::logic_error&) {
-    throw std::invalid_argument("tuner state JSON: bad seed");
+    throw std::invalid_argument("tuner state JSON: settings.seed '" + seed +
+                                "' is not an unsigned 64-bit integer");
   }
-  settings.acquisition.kind =
-      AcquisitionFromName(s.at("acquisition.kind").AsString());
+  settings.acquisition.kind = AcquisitionFromName(s.String("acquisition.kind"));
   VisitSettings(settings, [&](const char* name, auto& value) {
     // A setting added after a state was written keeps its default.
-    if (!s.has(name)) return;
+    if (!s.Has(name)) return;
     using T = std::decay_t<decltype(value)>;
     if constexpr (std::is_same_v<T, bool>) {
-      value = s.at(name).AsBool();
+      value = s.Bool(name);
+    } else if constexpr (std::is_integral_v<T>) {
+      value = s.Integer(name);
     } else {
-      value = static_cast<T>(s.at(name).AsNumber());
+      value = s.Number(name);
     }
   });
 
   BayesianOptimizer opt(SearchSpace(std::move(dims)), settings);
-  std::istringstream rng_text(doc.at("rng").AsString());
+  std::istringstream rng_text(state.String("rng"));
   rng_text >> opt.rng_;
   if (!rng_text) throw std::invalid_argument("tuner state JSON: bad rng state");
-  for (const json::Value& v : doc.at("observations").AsArray()) {
-    opt.Observe(v.at("config").AsNumbers(), v.at("score").AsNumber());
+  const StateReader observations = state.Array("observations");
+  for (std::size_t i = 0; i < observations.size(); ++i) {
+    const StateReader v = observations.Object(i);
+    opt.Observe(v.Numbers("config"), v.Number("score"));
   }
-  for (const json::Value& v : doc.at("design_queue").AsArray()) {
-    opt.design_queue_.push_back(opt.space_.MakeValid(v.AsNumbers()));
+  const StateReader queue = state.Array("design_queue");
+  for (std::size_t i = 0; i < queue.size(); ++i) {
+    opt.design_queue_.push_back(opt.space_.MakeValid(queue.Numbers(i)));
   }
-  opt.design_generated_ = doc.at("design_generated").AsBool();
-  opt.low_ei_rounds_ = static_cast<int>(doc.at("low_ei_rounds").AsNumber());
-  const int fit_points = static_cast<int>(doc.at("last_fit_points").AsNumber());
-  const std::vector<double> theta = doc.at("hyperparameters").AsNumbers();
+  opt.design_generated_ = state.Bool("design_generated");
+  opt.low_ei_rounds_ = state.Integer("low_ei_rounds");
+  const int fit_points = state.Integer("last_fit_points");
+  const std::vector<double> theta = state.Numbers("hyperparameters");
   if (fit_points < 0 ||
       fit_points > static_cast<int>(opt.observations_.size()) ||
       static_cast<int>(theta.size()) != opt.gp_.num_hyperparameters()) {
-    throw std::invalid_argument("tuner state JSON: inconsistent model state");
+    throw std::invalid_argument(
+        "tuner state JSON: inconsistent model state (last_fit_points " +
+        std::to_string(fit_points) + " of " +
+        std::to_string(opt.observations_.size()) + " observations, " +
+        std::to_string(theta.size()) + " hyperparameters where the model has " +
+        std::to_string(opt.gp_.num_hyperparameters()) + ")");
   }
   // Rebuild the model exactly as it was: factorised at the last refit, later
   // points to be added by the same Cholesky updates.
