@@ -8,6 +8,8 @@
 // times `iters` back-to-back synchronous calls; its time is the slowest rank's.
 // Reported times are medians over repeats; warm-up calls are not timed.
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -19,7 +21,6 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -263,70 +264,69 @@ class Bench {
   void PrintJsonRow(std::string_view algorithm, std::int64_t bytes,
                     double seconds) const {
     const Row row = MakeRow(bytes, seconds, size_);
-    std::cout << JsonRow()
-                     .Add("algorithm", algorithm)
-                     .Add("bytes", bytes)
-                     .Add("time_us", row.time_us)
-                     .Add("algbw_gbps", row.algbw_gbps)
-                     .Add("busbw_gbps", row.busbw_gbps)
-                     .str()
+    std::cout << JsonLine({{"algorithm", algorithm},
+                           {"bytes", bytes},
+                           {"time_us", row.time_us},
+                           {"algbw_gbps", row.algbw_gbps},
+                           {"busbw_gbps", row.busbw_gbps}})
               << "\n";
   }
 
   void PrintTable() const {
-    std::printf(
-        "# allreduce_bench: %d ranks, %s, sum, median of %lld repeats, "
-        "iters %s, warmup %lld\n",
-        size_, opt_.dtype.c_str(), static_cast<long long>(opt_.repeats),
-        opt_.iters > 0 ? std::to_string(opt_.iters).c_str()
+    fmt::print(
+        "# allreduce_bench: {} ranks, {}, sum, median of {} repeats, iters {}, "
+        "warmup {}\n",
+        size_, opt_.dtype, opt_.repeats,
+        opt_.iters > 0 ? std::to_string(opt_.iters)
                        : "auto (~64 MiB per loop, 3..100)",
-        static_cast<long long>(opt_.warmup));
-    std::printf("# busbw = algbw * 2(n-1)/n; ratio = busbw / mpi_raw busbw\n");
-    std::printf("%12s %12s %8s  %29s", "", "", "", "mpi_raw      ");
+        opt_.warmup);
+    fmt::print("# busbw = algbw * 2(n-1)/n; ratio = busbw / mpi_raw busbw\n");
+    // Implementation names sit above their columns, 6 or 7 from the right.
+    fmt::print("{:12} {:12} {:8}  {:>23}      ", "", "", "", "mpi_raw");
     for (const std::string& a : opt_.algorithms) {
-      std::printf("  %36s", (a + "       ").c_str());
+      fmt::print("  {:>29}       ", a);
     }
-    std::printf("\n%12s %12s %8s  %10s %9s %8s", "size(B)", "count", "type",
-                "time(us)", "algbw", "busbw");
+    fmt::print("\n{:>12} {:>12} {:>8}  {:>10} {:>9} {:>8}", "size(B)", "count",
+               "type", "time(us)", "algbw", "busbw");
     for (std::size_t a = 0; a < opt_.algorithms.size(); ++a) {
-      std::printf("  %10s %9s %8s %6s", "time(us)", "algbw", "busbw", "ratio");
+      fmt::print("  {:>10} {:>9} {:>8} {:>6}", "time(us)", "algbw", "busbw",
+                 "ratio");
     }
-    std::printf("\n");
+    fmt::print("\n");
     std::vector<std::vector<double>> big_ratios(opt_.algorithms.size());
     for (const Measurement& m : sizes_) {
       const Row raw = MakeRow(m.bytes, Median(m.raw_seconds), size_);
-      std::printf("%12lld %12lld %8s  %10.1f %9.3f %8.3f",
-                  static_cast<long long>(m.bytes),
-                  static_cast<long long>(m.count), opt_.dtype.c_str(),
-                  raw.time_us, raw.algbw_gbps, raw.busbw_gbps);
+      fmt::print("{:12} {:12} {:>8}  {:10.1f} {:9.3f} {:8.3f}", m.bytes,
+                 m.count, opt_.dtype, raw.time_us, raw.algbw_gbps,
+                 raw.busbw_gbps);
       for (std::size_t a = 0; a < opt_.algorithms.size(); ++a) {
         const Row hvd = MakeRow(m.bytes, Median(m.hvd_seconds[a]), size_);
         const double ratio = hvd.busbw_gbps / raw.busbw_gbps;
         if (m.bytes >= (std::int64_t{16} << 20)) big_ratios[a].push_back(ratio);
-        std::printf("  %10.1f %9.3f %8.3f %6.3f", hvd.time_us, hvd.algbw_gbps,
-                    hvd.busbw_gbps, ratio);
+        fmt::print("  {:10.1f} {:9.3f} {:8.3f} {:6.3f}", hvd.time_us,
+                   hvd.algbw_gbps, hvd.busbw_gbps, ratio);
       }
-      std::printf("\n");
+      fmt::print("\n");
     }
     // Which algorithm wins where is what the tuner has to learn: say it.
     if (opt_.algorithms.size() > 1) {
-      std::printf("# fastest algorithm per size:");
+      fmt::print("# fastest algorithm per size:");
       for (const Measurement& m : sizes_) {
         std::size_t best = 0;
         for (std::size_t a = 1; a < opt_.algorithms.size(); ++a) {
           if (Median(m.hvd_seconds[a]) < Median(m.hvd_seconds[best])) best = a;
         }
-        std::printf(" %s=%s", FormatBytes(m.bytes).c_str(),
-                    opt_.algorithms[best].c_str());
+        fmt::print(" {}={}", FormatBytes(m.bytes), opt_.algorithms[best]);
       }
-      std::printf("\n");
+      fmt::print("\n");
     }
     for (std::size_t a = 0; a < opt_.algorithms.size(); ++a) {
       if (big_ratios[a].empty()) continue;
-      std::printf("# %s busbw / mpi_raw at >= 16 MiB: min %.3f, median %.3f\n",
-                  opt_.algorithms[a].c_str(),
-                  *std::min_element(big_ratios[a].begin(), big_ratios[a].end()),
-                  Median(big_ratios[a]));
+      fmt::print(
+          "# {} busbw / mpi_raw at >= 16 MiB: min {:.3f}, median {:.3f}\n",
+          opt_.algorithms[a],
+          *std::min_element(big_ratios[a].begin(), big_ratios[a].end()),
+          Median(big_ratios[a]));
     }
     std::fflush(stdout);
   }
@@ -343,31 +343,44 @@ class Bench {
 
 int Main(MpiSession& mpi, int argc, char** argv) {
   Options opt;
-  FlagParser flags(std::string(kProgram),
-                   "hvdtune allreduce beside raw MPI_Allreduce on the same "
-                   "buffers (nccl-tests style table).");
+  CLI::App app(
+      "hvdtune allreduce beside raw MPI_Allreduce on the same buffers "
+      "(nccl-tests style table).",
+      std::string(kProgram));
+  ConfigureApp(app);
   const std::int64_t kMaxBytes = std::int64_t{1} << 34;
-  flags.AddBytes("min-bytes", &opt.min_bytes, 1, kMaxBytes,
-                 "smallest message (suffix K/M/G allowed)");
-  flags.AddBytes("max-bytes", &opt.max_bytes, 1, kMaxBytes, "largest message");
-  flags.AddInt("step-factor", &opt.step_factor, 2, 1024,
-               "multiply the size by this between rows");
-  flags.AddInt("iters", &opt.iters, 0, 1000000,
-               "calls per timed loop; 0 = ~64 MiB per loop, 3..100");
-  flags.AddInt("warmup", &opt.warmup, 1, 1000000,
-               "untimed calls before every timed loop");
-  flags.AddInt("repeats", &opt.repeats, 1, 100000,
-               "timed loops per size and implementation (median reported)");
-  flags.AddString("dtype", &opt.dtype,
-                  "uint8, int32, int64, float32 or float64");
-  flags.AddList("algorithms", &opt.algorithms,
-                "hvdtune allreduce algorithms to run (comma-separated)");
-  flags.AddSwitch("json", &opt.json,
-                  "print one JSON object per row instead of the table");
-  if (!flags.Parse(argc, argv)) {
-    if (mpi.rank() == 0) std::cout << flags.Usage();
-    return 0;
-  }
+  app.add_option("--min-bytes", opt.min_bytes,
+                 "smallest message (suffix K/M/G allowed)")
+      ->transform(ByteCount(1, kMaxBytes))
+      ->type_name("BYTES")
+      ->default_str(FormatBytes(opt.min_bytes));
+  app.add_option("--max-bytes", opt.max_bytes, "largest message")
+      ->transform(ByteCount(1, kMaxBytes))
+      ->type_name("BYTES")
+      ->default_str(FormatBytes(opt.max_bytes));
+  app.add_option("--step-factor", opt.step_factor,
+                 "multiply the size by this between rows")
+      ->transform(IntIn(2, 1024));
+  app.add_option("--iters", opt.iters,
+                 "calls per timed loop; 0 = ~64 MiB per loop, 3..100")
+      ->transform(IntIn(0, 1000000));
+  app.add_option("--warmup", opt.warmup,
+                 "untimed calls before every timed loop")
+      ->transform(IntIn(1, 1000000));
+  app.add_option("--repeats", opt.repeats,
+                 "timed loops per size and implementation (median reported)")
+      ->transform(IntIn(1, 100000));
+  app.add_option("--dtype", opt.dtype,
+                 "uint8, int32, int64, float32 or float64");
+  app.add_option("--algorithms", opt.algorithms,
+                 fmt::format("hvdtune allreduce algorithms to run "
+                             "(comma-separated; this build has {})",
+                             fmt::join(AllreduceAlgorithmNames(), ", ")))
+      ->delimiter(',')
+      ->check(AllreduceAlgorithm());
+  app.add_flag("--json", opt.json,
+               "print one JSON object per row instead of the table");
+  if (!ParseFlags(app, argc, argv, mpi.rank())) return 0;
   if (opt.min_bytes > opt.max_bytes) {
     throw UsageError("--min-bytes (" + std::to_string(opt.min_bytes) +
                      ") is larger than --max-bytes (" +
@@ -388,7 +401,6 @@ int Main(MpiSession& mpi, int argc, char** argv) {
         "--max-bytes: more elements than MPI_Allreduce's int "
         "count can hold");
   }
-  CheckAlgorithms("--algorithms", opt.algorithms);
 
   Bench bench(opt, *dtype, mpi.rank(), mpi.size());
   bench.Run();

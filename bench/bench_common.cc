@@ -1,246 +1,143 @@
 #include "bench_common.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <optional>
-#include <sstream>
 
 namespace hvdtune::bench {
 namespace {
 
-std::int64_t ParseIntValue(std::string_view flag, std::string_view text,
-                           std::int64_t min_value, std::int64_t max_value) {
-  std::int64_t value = 0;
+// Parses all of `text` as a T; nullopt on anything else (empty, trailing
+// characters, out of T's range).
+template <typename T>
+std::optional<T> ParseWhole(std::string_view text) {
+  T value{};
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end || value < min_value ||
-      value > max_value) {
-    std::ostringstream msg;
-    msg << flag << ": invalid value '" << text << "' (expected an integer in ["
-        << min_value << ", " << max_value << "])";
-    throw UsageError(msg.str());
-  }
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
   return value;
-}
-
-std::vector<std::string> SplitList(std::string_view flag,
-                                   std::string_view text) {
-  std::vector<std::string> items;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', start);
-    const std::string_view item =
-        text.substr(start, comma == std::string_view::npos ? std::string::npos
-                                                           : comma - start);
-    if (item.empty()) {
-      throw UsageError(std::string(flag) + ": invalid value '" +
-                       std::string(text) +
-                       "' (expected a comma-separated list of non-empty "
-                       "items)");
-    }
-    items.emplace_back(item);
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return items;
-}
-
-template <typename T>
-std::string JoinList(const std::vector<T>& items) {
-  std::ostringstream out;
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    out << (i ? "," : "") << items[i];
-  }
-  return out.str();
 }
 
 }  // namespace
 
-FlagParser::FlagParser(std::string program, std::string summary)
-    : program_(std::move(program)), summary_(std::move(summary)) {}
-
-void FlagParser::Add(std::string name, std::string help,
-                     std::string default_text, bool takes_value,
-                     std::function<void(std::string_view)> set) {
-  flags_.push_back({std::move(name), std::move(help), std::move(default_text),
-                    takes_value, std::move(set)});
-}
-
-void FlagParser::AddInt(std::string name, std::int64_t* out,
-                        std::int64_t min_value, std::int64_t max_value,
-                        std::string help) {
-  const std::string flag = "--" + name;
-  Add(std::move(name), std::move(help), std::to_string(*out), true,
-      [=](std::string_view text) {
-        *out = ParseIntValue(flag, text, min_value, max_value);
-      });
-}
-
-void FlagParser::AddBytes(std::string name, std::int64_t* out,
-                          std::int64_t min_value, std::int64_t max_value,
-                          std::string help) {
-  const std::string flag = "--" + name;
-  Add(std::move(name), std::move(help), FormatBytes(*out), true,
-      [=](std::string_view text) {
-        const std::int64_t value = ParseByteCount(flag, text);
-        if (value < min_value || value > max_value) {
-          throw UsageError(flag + ": invalid value '" + std::string(text) +
-                           "' (expected " + FormatBytes(min_value) + " to " +
-                           FormatBytes(max_value) + ")");
+CLI::Validator IntIn(std::int64_t min_value, std::int64_t max_value) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        const std::optional<std::int64_t> value =
+            ParseWhole<std::int64_t>(text);
+        if (!value || *value < min_value || *value > max_value) {
+          return fmt::format(
+              "invalid value '{}' (expected an integer in [{}, {}])", text,
+              min_value, max_value);
         }
-        *out = value;
-      });
+        text = std::to_string(*value);
+        return {};
+      },
+      "", "IntIn");
 }
 
-void FlagParser::AddDouble(std::string name, double* out, double min_value,
-                           double max_value, bool min_exclusive,
-                           std::string help) {
-  const std::string flag = "--" + name;
-  std::ostringstream def;
-  def << *out;
-  Add(std::move(name), std::move(help), def.str(), true,
-      [=](std::string_view text) {
-        double value = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-        const bool below =
-            min_exclusive ? value <= min_value : value < min_value;
-        if (text.empty() || ec != std::errc() || ptr != end ||
-            !std::isfinite(value) || below || value > max_value) {
-          std::ostringstream msg;
-          msg << flag << ": invalid value '" << text
-              << "' (expected a number in " << (min_exclusive ? "(" : "[")
-              << min_value << ", " << max_value << "])";
-          throw UsageError(msg.str());
+CLI::Validator ByteCount(std::int64_t min_value, std::int64_t max_value) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        std::string_view digits = text;
+        std::int64_t unit = 1;
+        if (!digits.empty()) {
+          switch (digits.back()) {
+            case 'K':
+            case 'k':
+              unit = std::int64_t{1} << 10;
+              break;
+            case 'M':
+            case 'm':
+              unit = std::int64_t{1} << 20;
+              break;
+            case 'G':
+            case 'g':
+              unit = std::int64_t{1} << 30;
+              break;
+            default:
+              break;
+          }
+          if (unit != 1) digits.remove_suffix(1);
         }
-        *out = value;
-      });
-}
-
-void FlagParser::AddString(std::string name, std::string* out,
-                           std::string help) {
-  const std::string flag = "--" + name;
-  Add(std::move(name), std::move(help), *out, true, [=](std::string_view text) {
-    if (text.empty()) throw UsageError(flag + ": empty value");
-    *out = std::string(text);
-  });
-}
-
-void FlagParser::AddList(std::string name, std::vector<std::string>* out,
-                         std::string help) {
-  const std::string flag = "--" + name;
-  Add(std::move(name), std::move(help), JoinList(*out), true,
-      [=](std::string_view text) { *out = SplitList(flag, text); });
-}
-
-void FlagParser::AddIntList(std::string name, std::vector<std::int64_t>* out,
-                            std::int64_t min_value, std::int64_t max_value,
-                            std::string help) {
-  const std::string flag = "--" + name;
-  Add(std::move(name), std::move(help), JoinList(*out), true,
-      [=](std::string_view text) {
-        std::vector<std::int64_t> values;
-        for (const std::string& item : SplitList(flag, text)) {
-          values.push_back(ParseIntValue(flag, item, min_value, max_value));
+        const std::optional<std::int64_t> count =
+            ParseWhole<std::int64_t>(digits);
+        if (!count || *count < 0) {
+          return fmt::format(
+              "invalid value '{}' (expected a byte count such as 4096, 4K, "
+              "16M or 1G)",
+              text);
         }
-        *out = std::move(values);
-      });
+        // Compared before multiplying, which could overflow.
+        if (*count > max_value / unit || *count * unit < min_value) {
+          return fmt::format("invalid value '{}' (expected {} to {})", text,
+                             FormatBytes(min_value), FormatBytes(max_value));
+        }
+        text = std::to_string(*count * unit);
+        return {};
+      },
+      "", "ByteCount");
 }
 
-void FlagParser::AddSwitch(std::string name, bool* out, std::string help) {
-  Add(std::move(name), std::move(help), "", false,
-      [=](std::string_view) { *out = true; });
+CLI::Validator NumberIn(double min_value, double max_value,
+                        bool min_exclusive) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        const std::optional<double> value = ParseWhole<double>(text);
+        if (!value || !std::isfinite(*value) ||
+            (min_exclusive ? *value <= min_value : *value < min_value) ||
+            *value > max_value) {
+          return fmt::format(
+              "invalid value '{}' (expected a number in {}{:g}, {:g}])", text,
+              min_exclusive ? "(" : "[", min_value, max_value);
+        }
+        return {};
+      },
+      "", "NumberIn");
 }
 
-bool FlagParser::Parse(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") return false;
-    if (!arg.starts_with("--")) {
-      throw UsageError("unexpected argument '" + std::string(arg) +
-                       "' (flags start with --; see --help)");
-    }
-    std::string_view name = arg.substr(2);
-    std::optional<std::string_view> value;
-    if (const std::size_t eq = name.find('='); eq != std::string_view::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    const auto flag =
-        std::find_if(flags_.begin(), flags_.end(),
-                     [&](const Flag& f) { return f.name == name; });
-    if (flag == flags_.end()) {
-      throw UsageError("unknown flag --" + std::string(name) + " (see --help)");
-    }
-    if (!flag->takes_value) {
-      if (value) {
-        throw UsageError("--" + flag->name + " takes no value");
-      }
-      flag->set("");
-      continue;
-    }
-    if (!value) {
-      if (i + 1 >= argc) {
-        throw UsageError("--" + flag->name + ": missing value");
-      }
-      value = argv[++i];
-    }
-    flag->set(*value);
-  }
-  return true;
+CLI::Validator AllreduceAlgorithm() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::vector<std::string> names = AllreduceAlgorithmNames();
+        if (std::find(names.begin(), names.end(), text) != names.end()) {
+          return {};
+        }
+        return fmt::format(
+            "unknown allreduce algorithm '{}' (this build has: {})", text,
+            fmt::join(names, " "));
+      },
+      "", "AllreduceAlgorithm");
 }
 
-std::string FlagParser::Usage() const {
-  std::ostringstream out;
-  out << "usage: mpirun -np N " << program_ << " [flags]\n" << summary_ << "\n";
-  for (const Flag& f : flags_) {
-    std::string lhs = "  --" + f.name + (f.takes_value ? " VALUE" : "");
-    out << lhs << std::string(lhs.size() < 26 ? 26 - lhs.size() : 1, ' ')
-        << f.help;
-    if (f.takes_value && !f.default_text.empty()) {
-      out << " (default " << f.default_text << ")";
-    }
-    out << "\n";
-  }
-  return out.str();
+void ConfigureApp(CLI::App& app) {
+  app.option_defaults()
+      ->always_capture_default()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+      ->disable_flag_override();
+  app.footer("Run under mpirun -np N (tools/mpirun.sh); rank 0 prints.");
 }
 
-std::int64_t ParseByteCount(std::string_view flag, std::string_view text) {
-  std::string_view digits = text;
-  std::int64_t unit = 1;
-  if (!digits.empty()) {
-    switch (digits.back()) {
-      case 'K':
-      case 'k':
-        unit = std::int64_t{1} << 10;
-        break;
-      case 'M':
-      case 'm':
-        unit = std::int64_t{1} << 20;
-        break;
-      case 'G':
-      case 'g':
-        unit = std::int64_t{1} << 30;
-        break;
-      default:
-        break;
-    }
-    if (unit != 1) digits.remove_suffix(1);
-  }
-  const std::int64_t limit = (std::int64_t{1} << 40) / unit;
+bool ParseFlags(CLI::App& app, int argc, char** argv, int rank) {
   try {
-    return ParseIntValue(flag, digits, 0, limit) * unit;
-  } catch (const UsageError&) {
-    throw UsageError(std::string(flag) + ": invalid value '" +
-                     std::string(text) +
-                     "' (expected a byte count such as 4096, 4K, 16M or 1G, "
-                     "at most 1 TiB)");
+    app.parse(argc, argv);
+    return true;
+  } catch (const CLI::CallForHelp&) {
+    if (rank == 0) std::cout << app.help() << std::flush;
+    return false;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
   }
+}
+
+std::vector<std::string> AllreduceAlgorithmNames() {
+  return {AllreduceAlgorithms().begin(), AllreduceAlgorithms().end()};
 }
 
 std::string FormatBytes(std::int64_t bytes) {
@@ -251,13 +148,9 @@ std::string FormatBytes(std::int64_t bytes) {
     value /= 1024;
     ++unit;
   }
-  char buf[32];
-  if (value == std::floor(value)) {
-    std::snprintf(buf, sizeof buf, "%.0f %s", value, kUnits[unit]);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.2f %s", value, kUnits[unit]);
-  }
-  return buf;
+  return value == std::floor(value)
+             ? fmt::format("{:.0f} {}", value, kUnits[unit])
+             : fmt::format("{:.2f} {}", value, kUnits[unit]);
 }
 
 MpiSession::MpiSession(int* argc, char*** argv) {
@@ -357,63 +250,33 @@ EnvLookup EnvWithOverrides(std::map<std::string, std::string> overrides) {
   };
 }
 
-void CheckAlgorithms(std::string_view flag,
-                     const std::vector<std::string>& algorithms) {
-  for (const std::string& algorithm : algorithms) {
-    if (std::find(AllreduceAlgorithms().begin(), AllreduceAlgorithms().end(),
-                  algorithm) == AllreduceAlgorithms().end()) {
-      std::ostringstream msg;
-      msg << flag << ": unknown allreduce algorithm '" << algorithm
-          << "' (this build has:";
-      for (std::string_view choice : AllreduceAlgorithms()) {
-        msg << " " << choice;
-      }
-      msg << ")";
-      throw UsageError(msg.str());
-    }
-  }
-}
-
 std::string IndexedName(std::string_view prefix, std::int64_t index) {
   std::string name(prefix);
   name += std::to_string(index);
   return name;
 }
 
-void JsonRow::Key(std::string_view key) {
-  if (!body_.empty()) body_ += ",";
-  body_ += "\"";
-  body_ += key;
-  body_ += "\":";
-}
+namespace {
 
-JsonRow& JsonRow::Add(std::string_view key, std::string_view value) {
-  Key(key);
-  body_ += "\"";
-  for (const char c : value) {
-    if (c == '"' || c == '\\') body_ += '\\';
-    body_ += c;
+// Rounds every float in `json` to 6 significant digits.
+void RoundFloats(Json& json) {
+  if (json.is_number_float()) {
+    const double value = json.get<double>();
+    if (std::isfinite(value)) {
+      json = ParseWhole<double>(fmt::format("{:.6g}", value)).value_or(value);
+    }
+  } else if (json.is_structured()) {
+    for (Json& item : json) RoundFloats(item);
   }
-  body_ += "\"";
-  return *this;
 }
 
-JsonRow& JsonRow::Add(std::string_view key, std::int64_t value) {
-  Key(key);
-  body_ += std::to_string(value);
-  return *this;
-}
+}  // namespace
 
-JsonRow& JsonRow::Add(std::string_view key, double value) {
-  Key(key);
-  if (!std::isfinite(value)) {  // JSON has no inf / nan
-    body_ += "null";
-    return *this;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", value);
-  body_ += buf;
-  return *this;
+std::string JsonLine(const Json& row) {
+  Json rounded = row;
+  RoundFloats(rounded);
+  return rounded.dump(-1, ' ', /*ensure_ascii=*/false,
+                      Json::error_handler_t::replace);
 }
 
 }  // namespace hvdtune::bench

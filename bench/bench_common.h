@@ -1,13 +1,15 @@
-// Helpers shared by the benchmarks: strict command-line parsing, MPI setup,
-// timing statistics, environment overrides for Runtime options and output
-// that only rank 0 prints.
+// Helpers shared by the benchmarks: strict command-line parsing (CLI11), MPI
+// setup, timing statistics, environment overrides for Runtime options and
+// JSON rows (nlohmann-json).
 #pragma once
 
 #include <mpi.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -24,55 +26,37 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Declarative `--flag VALUE` / `--flag=VALUE` parser. Every value is checked
-/// strictly (whole string, range); errors throw UsageError naming the flag.
-class FlagParser {
- public:
-  FlagParser(std::string program, std::string summary);
+// Command lines are parsed by CLI11. The validators below are strict (the
+// whole value must parse, and lie in range) and return messages that name
+// the value and what is allowed; CLI11 prefixes them with the flag. Use them
+// with `->transform(...)`: IntIn and ByteCount rewrite the value in plain
+// decimal, so that CLI11's own conversion (which reads "010" as octal and
+// knows no K/M/G) sees the number that was checked.
 
-  void AddInt(std::string name, std::int64_t* out, std::int64_t min_value,
-              std::int64_t max_value, std::string help);
-  /// A byte count with an optional K/M/G suffix (powers of 1024).
-  void AddBytes(std::string name, std::int64_t* out, std::int64_t min_value,
-                std::int64_t max_value, std::string help);
-  void AddDouble(std::string name, double* out, double min_value,
-                 double max_value, bool min_exclusive, std::string help);
-  void AddString(std::string name, std::string* out, std::string help);
-  /// Comma-separated list, at least one non-empty item.
-  void AddList(std::string name, std::vector<std::string>* out,
-               std::string help);
-  /// Comma-separated list of integers in [min_value, max_value].
-  void AddIntList(std::string name, std::vector<std::int64_t>* out,
-                  std::int64_t min_value, std::int64_t max_value,
-                  std::string help);
-  /// A switch without a value.
-  void AddSwitch(std::string name, bool* out, std::string help);
+/// An integer in [min_value, max_value].
+CLI::Validator IntIn(std::int64_t min_value, std::int64_t max_value);
+/// A byte count with an optional K/M/G suffix (powers of 1024: 4K, 16M, 1G)
+/// in [min_value, max_value].
+CLI::Validator ByteCount(std::int64_t min_value, std::int64_t max_value);
+/// A finite number in [min_value, max_value], or (min_value, max_value] when
+/// `min_exclusive`.
+CLI::Validator NumberIn(double min_value, double max_value, bool min_exclusive);
+/// One of AllreduceAlgorithmNames().
+CLI::Validator AllreduceAlgorithm();
 
-  /// Parses argv. Returns false when --help was given (Usage() should be
-  /// printed). Throws UsageError on an unknown flag or bad value.
-  bool Parse(int argc, char** argv);
-  std::string Usage() const;
+/// The benches' command-line conventions on a CLI11 app, to call before
+/// adding options: defaults shown in --help, a flag given twice keeps its last
+/// value (list flags add up), switches take no value.
+void ConfigureApp(CLI::App& app);
+/// Parses argv. Returns false when --help was given (rank 0 has printed the
+/// help). Throws UsageError with CLI11's message on anything else.
+bool ParseFlags(CLI::App& app, int argc, char** argv, int rank);
 
- private:
-  struct Flag {
-    std::string name;
-    std::string help;
-    std::string default_text;
-    bool takes_value = true;
-    std::function<void(std::string_view)> set;
-  };
-  void Add(std::string name, std::string help, std::string default_text,
-           bool takes_value, std::function<void(std::string_view)> set);
+/// The allreduce algorithms this build has, in the algorithm knob's order.
+/// Every bench lists or checks algorithms through this.
+std::vector<std::string> AllreduceAlgorithmNames();
 
-  std::string program_;
-  std::string summary_;
-  std::vector<Flag> flags_;
-};
-
-/// Parses "4096", "4K", "16M", "1G" (powers of 1024). Throws UsageError
-/// naming `flag`.
-std::int64_t ParseByteCount(std::string_view flag, std::string_view text);
-/// "4 KiB", "16 MiB", "1.5 GiB".
+/// "4 KiB", "16 MiB", "1.50 GiB".
 std::string FormatBytes(std::int64_t bytes);
 
 /// MPI_Init_thread(MPI_THREAD_MULTIPLE) on construction, MPI_Finalize on
@@ -117,32 +101,17 @@ double Median(std::vector<double> values);
 /// passes as RuntimeOptions::env to run one configuration.
 EnvLookup EnvWithOverrides(std::map<std::string, std::string> overrides);
 
-/// Throws UsageError naming `flag` unless every entry is a choice of the
-/// allreduce algorithm knob.
-void CheckAlgorithms(std::string_view flag,
-                     const std::vector<std::string>& algorithms);
-
 /// `prefix` followed by `index` ("t17"). Appends rather than using
 /// operator+, which trips GCC 12's false -Wrestrict (PR 105329) at -O2.
 std::string IndexedName(std::string_view prefix, std::int64_t index);
 
-/// Builds one line of JSON from key/value pairs in insertion order.
-class JsonRow {
- public:
-  JsonRow& Add(std::string_view key, std::string_view value);
-  JsonRow& Add(std::string_view key, const char* value) {
-    return Add(key, std::string_view(value));
-  }
-  JsonRow& Add(std::string_view key, std::int64_t value);
-  JsonRow& Add(std::string_view key, int value) {
-    return Add(key, std::int64_t{value});
-  }
-  JsonRow& Add(std::string_view key, double value);
-  std::string str() const { return "{" + body_ + "}"; }
+/// A JSON object whose keys print in insertion order.
+using Json = nlohmann::ordered_json;
 
- private:
-  void Key(std::string_view key);
-  std::string body_;
-};
+/// `row` as one line of compact JSON. Numbers keep 6 significant digits (a
+/// benchmark's figures carry no more), NaN and infinities become null, and
+/// bytes that are not UTF-8 become U+FFFD, so that user text (a file path)
+/// never makes the line invalid.
+std::string JsonLine(const Json& row);
 
 }  // namespace hvdtune::bench

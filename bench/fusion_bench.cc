@@ -11,6 +11,7 @@
 // (raw: none alive), untimed warm-up steps first; the reported step time is
 // the median over repeats of the slowest rank's mean step time.
 
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -120,41 +121,37 @@ double MedianMs(const Result& r, Mode mode) {
 
 std::string Cell(double value, int precision) {
   if (std::isnan(value)) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", precision, value);
-  return buf;
+  return fmt::format("{:.{}f}", value, precision);
 }
 
 void PrintTable(const Options& opt, const std::vector<Result>& results,
                 int ranks) {
-  std::printf(
-      "# fusion_bench: %d ranks, sum (float32; mixed-precision: float16 + "
-      "float32), median of %lld repeats x %lld "
-      "steps (warm-up %lld), scale %g\n",
-      ranks, static_cast<long long>(opt.repeats),
-      static_cast<long long>(opt.steps), static_cast<long long>(opt.warmup),
-      opt.scale);
-  std::printf(
+  fmt::print(
+      "# fusion_bench: {} ranks, sum (float32; mixed-precision: float16 + "
+      "float32), median of {} repeats x {} steps (warm-up {}), scale {:g}\n",
+      ranks, opt.repeats, opt.steps, opt.warmup, opt.scale);
+  fmt::print(
       "# step = enqueue all (backward order) + wait all; mpi_raw = one "
       "MPI_Allreduce of the same bytes\n");
-  std::printf("%-15s %8s %10s %10s %10s %11s %11s %9s %9s %11s %10s\n",
-              "workload", "tensors", "MiB", "threshold", "fused_ms",
-              "unfused_ms", "mpi_raw_ms", "raw/fused", "speedup", "no_la_ms",
-              "lookahead");
+  constexpr std::string_view kRow =
+      "{:<15} {:>8} {:>10} {:>10} {:>10} {:>11} {:>11} {:>9} {:>9} {:>11} "
+      "{:>10}\n";
+  fmt::print(kRow, "workload", "tensors", "MiB", "threshold", "fused_ms",
+             "unfused_ms", "mpi_raw_ms", "raw/fused", "speedup", "no_la_ms",
+             "lookahead");
   for (const Result& r : results) {
     const double fused = MedianMs(r, Mode::kFused);
     const double unfused = MedianMs(r, Mode::kUnfused);
     const double raw = MedianMs(r, Mode::kRaw);
     const double no_la = MedianMs(r, Mode::kNoLookahead);
-    std::printf("%-15s %8zu %10.2f %10s %10s %11s %11s %9s %9s %11s %10s\n",
-                r.workload.c_str(), r.tensors,
-                static_cast<double>(r.bytes) / (1 << 20),
-                FormatBytes(r.fusion_threshold).c_str(), Cell(fused, 3).c_str(),
-                Cell(unfused, 3).c_str(), Cell(raw, 3).c_str(),
-                Cell(raw / fused, 3).c_str(), Cell(unfused / fused, 2).c_str(),
-                Cell(no_la, 3).c_str(), Cell(no_la / fused, 2).c_str());
+    fmt::print(kRow, r.workload, r.tensors,
+               Cell(static_cast<double>(r.bytes) / (1 << 20), 2),
+               FormatBytes(r.fusion_threshold), Cell(fused, 3),
+               Cell(unfused, 3), Cell(raw, 3), Cell(raw / fused, 3),
+               Cell(unfused / fused, 2), Cell(no_la, 3),
+               Cell(no_la / fused, 2));
   }
-  std::printf(
+  fmt::print(
       "# raw/fused: fused step speed as a fraction of one raw allreduce; "
       "speedup: unfused / fused step time; lookahead: step time without the "
       "fusion look-ahead / with it (mixed-dtype sets only)\n");
@@ -164,30 +161,34 @@ void PrintTable(const Options& opt, const std::vector<Result>& results,
 int Main(MpiSession& mpi, int argc, char** argv) {
   Options opt;
   opt.shapes_dir = DefaultShapesDir();
-  FlagParser flags(std::string(kProgram),
-                   "Step time of a gradient set with fusion on, off, and as "
-                   "one raw MPI_Allreduce.");
-  flags.AddList("workloads", &opt.workloads,
-                "gradient sets: resnet50, vgg16, bert-base, many-small, "
-                "mixed-precision");
-  flags.AddString("shapes-dir", &opt.shapes_dir,
-                  "directory of <model>.txt shape files");
-  flags.AddList("modes", &opt.mode_names,
-                "modes to run: fused, unfused, mpi_raw, fused_no_lookahead "
-                "(comma-separated)");
-  flags.AddDouble("scale", &opt.scale, 0.0, 1.0, true,
-                  "multiply every tensor's element count (at least 1 kept)");
-  flags.AddInt("steps", &opt.steps, 1, 1000000, "timed steps per repeat");
-  flags.AddInt("warmup", &opt.warmup, 1, 1000000,
-               "untimed steps before each timed loop");
-  flags.AddInt("repeats", &opt.repeats, 1, 100000,
-               "timed loops per mode (median reported)");
-  flags.AddSwitch("json", &opt.json,
-                  "print one JSON object per row instead of the table");
-  if (!flags.Parse(argc, argv)) {
-    if (mpi.rank() == 0) std::cout << flags.Usage();
-    return 0;
-  }
+  CLI::App app(
+      "Step time of a gradient set with fusion on, off, and as one raw "
+      "MPI_Allreduce.",
+      std::string(kProgram));
+  ConfigureApp(app);
+  app.add_option("--workloads", opt.workloads,
+                 "gradient sets: resnet50, vgg16, bert-base, many-small, "
+                 "mixed-precision (comma-separated)")
+      ->delimiter(',');
+  app.add_option("--shapes-dir", opt.shapes_dir,
+                 "directory of <model>.txt shape files");
+  app.add_option("--modes", opt.mode_names,
+                 "modes to run: fused, unfused, mpi_raw, fused_no_lookahead "
+                 "(comma-separated)")
+      ->delimiter(',');
+  app.add_option("--scale", opt.scale,
+                 "multiply every tensor's element count (at least 1 kept)")
+      ->transform(NumberIn(0.0, 1.0, /*min_exclusive=*/true));
+  app.add_option("--steps", opt.steps, "timed steps per repeat")
+      ->transform(IntIn(1, 1000000));
+  app.add_option("--warmup", opt.warmup, "untimed steps before each timed loop")
+      ->transform(IntIn(1, 1000000));
+  app.add_option("--repeats", opt.repeats,
+                 "timed loops per mode (median reported)")
+      ->transform(IntIn(1, 100000));
+  app.add_flag("--json", opt.json,
+               "print one JSON object per row instead of the table");
+  if (!ParseFlags(app, argc, argv, mpi.rank())) return 0;
   for (const std::string& name : opt.mode_names) {
     const auto mode = std::find_if(kModes.begin(), kModes.end(),
                                    [&](Mode m) { return ModeName(m) == name; });
@@ -233,11 +234,9 @@ int Main(MpiSession& mpi, int argc, char** argv) {
   }
   for (const Result& r : results) {
     for (const auto& [mode, seconds] : r.step_seconds) {
-      std::cout << JsonRow()
-                       .Add("workload", r.workload)
-                       .Add("mode", ModeName(mode))
-                       .Add("step_time_ms", Median(seconds) * 1e3)
-                       .str()
+      std::cout << JsonLine({{"workload", r.workload},
+                             {"mode", ModeName(mode)},
+                             {"step_time_ms", Median(seconds) * 1e3}})
                 << "\n";
     }
   }

@@ -10,6 +10,7 @@
 // the table also shows the largest), median over repeats. Each repeat runs
 // cache on and off in a rotating order, each with a fresh Runtime.
 
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include <array>
@@ -92,25 +93,28 @@ Sample Measure(const Options& opt, GradientSet& set, bool cache,
 
 int Main(MpiSession& mpi, int argc, char** argv) {
   Options opt;
-  FlagParser flags(std::string(kProgram),
-                   "Per-cycle negotiation cost with and without the response "
-                   "cache.");
-  flags.AddIntList("tensors", &opt.tensors, 1, 1000000,
-                   "tensor counts per step (comma-separated)");
-  flags.AddInt("elements", &opt.elements, 1, std::int64_t{1} << 24,
-               "float32 elements per tensor");
-  flags.AddInt("steps", &opt.steps, 1, 1000000, "timed steps per repeat");
-  flags.AddInt("warmup", &opt.warmup, 1, 1000000,
-               "untimed steps before each timed loop (the first fills the "
-               "cache)");
-  flags.AddInt("repeats", &opt.repeats, 1, 100000,
-               "timed loops per setting (median reported)");
-  flags.AddSwitch("json", &opt.json,
-                  "print one JSON object per row instead of the table");
-  if (!flags.Parse(argc, argv)) {
-    if (mpi.rank() == 0) std::cout << flags.Usage();
-    return 0;
-  }
+  CLI::App app(
+      "Per-cycle negotiation cost with and without the response cache.",
+      std::string(kProgram));
+  ConfigureApp(app);
+  app.add_option("--tensors", opt.tensors,
+                 "tensor counts per step (comma-separated)")
+      ->delimiter(',')
+      ->transform(IntIn(1, 1000000));
+  app.add_option("--elements", opt.elements, "float32 elements per tensor")
+      ->transform(IntIn(1, std::int64_t{1} << 24));
+  app.add_option("--steps", opt.steps, "timed steps per repeat")
+      ->transform(IntIn(1, 1000000));
+  app.add_option("--warmup", opt.warmup,
+                 "untimed steps before each timed loop (the first fills the "
+                 "cache)")
+      ->transform(IntIn(1, 1000000));
+  app.add_option("--repeats", opt.repeats,
+                 "timed loops per setting (median reported)")
+      ->transform(IntIn(1, 100000));
+  app.add_flag("--json", opt.json,
+               "print one JSON object per row instead of the table");
+  if (!ParseFlags(app, argc, argv, mpi.rank())) return 0;
 
   // [tensor count index][cache off = 0, on = 1]
   std::vector<std::array<Samples, 2>> samples(opt.tensors.size());
@@ -138,40 +142,36 @@ int Main(MpiSession& mpi, int argc, char** argv) {
 
   if (mpi.rank() != 0) return 0;
   if (!opt.json) {
-    std::printf(
-        "# negotiation_bench: %d ranks, %lld float32 element(s) per tensor, "
-        "median of %lld repeats x %lld steps (warm-up %lld)\n",
-        mpi.size(), static_cast<long long>(opt.elements),
-        static_cast<long long>(opt.repeats), static_cast<long long>(opt.steps),
-        static_cast<long long>(opt.warmup));
-    std::printf(
+    fmt::print(
+        "# negotiation_bench: {} ranks, {} float32 element(s) per tensor, "
+        "median of {} repeats x {} steps (warm-up {})\n",
+        mpi.size(), opt.elements, opt.repeats, opt.steps, opt.warmup);
+    fmt::print(
         "# negotiation us/cycle = active negotiation seconds / active cycles, "
         "mean (and max) over ranks\n");
-    std::printf("%8s %6s %9s %15s %12s %12s %10s %9s\n", "tensors", "cache",
-                "capacity", "negot_us/cycle", "max_us/cycle", "cycles/step",
-                "step_ms", "hit_rate");
+    fmt::print("{:>8} {:>6} {:>9} {:>15} {:>12} {:>12} {:>10} {:>9}\n",
+               "tensors", "cache", "capacity", "negot_us/cycle", "max_us/cycle",
+               "cycles/step", "step_ms", "hit_rate");
   }
   for (std::size_t t = 0; t < opt.tensors.size(); ++t) {
     for (int c = 1; c >= 0; --c) {
       const Samples& s = samples[t][c];
       const char* cache = c ? "on" : "off";
       if (opt.json) {
-        std::cout << JsonRow()
-                         .Add("tensors", opt.tensors[t])
-                         .Add("cache", cache)
-                         .Add("negotiation_us_per_cycle",
-                              Median(s.negotiation_us_per_cycle))
-                         .Add("step_time_ms", Median(s.step_ms))
-                         .str()
+        std::cout << JsonLine({{"tensors", opt.tensors[t]},
+                               {"cache", cache},
+                               {"negotiation_us_per_cycle",
+                                Median(s.negotiation_us_per_cycle)},
+                               {"step_time_ms", Median(s.step_ms)}})
                   << "\n";
       } else {
-        std::printf("%8lld %6s %9lld %15.1f %12.1f %12.2f %10.3f %9.3f\n",
-                    static_cast<long long>(opt.tensors[t]), cache,
-                    static_cast<long long>(s.cache_capacity),
-                    Median(s.negotiation_us_per_cycle),
-                    Median(s.max_negotiation_us_per_cycle),
-                    Median(s.active_cycles_per_step), Median(s.step_ms),
-                    Median(s.cache_hit_fraction));
+        fmt::print(
+            "{:8} {:>6} {:9} {:15.1f} {:12.1f} {:12.2f} {:10.3f} {:9.3f}\n",
+            opt.tensors[t], cache, s.cache_capacity,
+            Median(s.negotiation_us_per_cycle),
+            Median(s.max_negotiation_us_per_cycle),
+            Median(s.active_cycles_per_step), Median(s.step_ms),
+            Median(s.cache_hit_fraction));
       }
     }
   }

@@ -13,6 +13,7 @@
 // any order: every rank checks one reduced gradient per step against the
 // expected values, and any knob change that altered a number aborts the job.
 
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -223,32 +224,25 @@ struct Window {
   std::vector<double> step_seconds;
 };
 
-// Splices `value` (already JSON) in as the last member of object `object`.
-std::string JsonWith(std::string object, std::string_view key,
-                     std::string_view value) {
-  object.pop_back();
-  if (object.size() > 1) object += ",";
-  object += "\"" + std::string(key) + "\":" + std::string(value) + "}";
-  return object;
-}
-
-std::string KnobsJson(const KnobSettings& knobs) {
-  std::string json = "{}";
+// The knobs in force, each as its JSON type (a categorical knob by name).
+Json KnobsJson(const KnobSettings& knobs) {
+  Json json = Json::object();
   for (const KnobSpec& spec : KnobTable()) {
-    std::string value;
+    Json& value = json[std::string(spec.name)];
     switch (spec.type) {
       case KnobType::kCategorical:
-        value = "\"" + knobs.FormatValue(spec.id) + "\"";
-        break;
-      case KnobType::kBool:
-        value = knobs.Get(spec.id) != 0 ? "true" : "false";
-        break;
-      case KnobType::kInteger:
-      case KnobType::kFloat:
         value = knobs.FormatValue(spec.id);
         break;
+      case KnobType::kBool:
+        value = knobs.Get(spec.id) != 0;
+        break;
+      case KnobType::kInteger:
+        value = static_cast<std::int64_t>(knobs.Get(spec.id));
+        break;
+      case KnobType::kFloat:
+        value = knobs.Get(spec.id);
+        break;
     }
-    json = JsonWith(std::move(json), spec.name, value);
   }
   return json;
 }
@@ -280,6 +274,13 @@ std::vector<TensorSpec> LoadTensors(Options& opt) {
   return tensors;
 }
 
+void PrintAlgorithms() {
+  for (const std::string& name : AllreduceAlgorithmNames()) {
+    fmt::print("{}\n", name);
+  }
+  std::fflush(stdout);
+}
+
 void CheckOptions(Options& opt, bool autotune_on) {
   if (opt.until_frozen && opt.steps > 0) {
     throw UsageError(
@@ -302,47 +303,62 @@ void CheckOptions(Options& opt, bool autotune_on) {
 int Main(MpiSession& mpi, int argc, char** argv) {
   Options opt;
   opt.shapes_dir = DefaultShapesDir();
-  FlagParser flags(
-      std::string(kProgram),
+  CLI::App app(
       "Emulated data-parallel training: per-layer compute overlapped with "
       "gradient allreduce. A sample is one example: a step is --batch-size "
-      "samples per rank.");
-  flags.AddString("workload", &opt.workload,
-                  "resnet50, vgg16, bert-base or many-small (1,000 x 4 KiB); "
-                  "default resnet50");
-  flags.AddString("tensors", &opt.tensors_file,
-                  "shapes file instead of --workload: 'name dim0 dim1 ...' "
-                  "per line, forward order");
-  flags.AddString("shapes-dir", &opt.shapes_dir,
-                  "directory of the models' <model>.txt shape files");
-  flags.AddDouble("scale", &opt.scale, 0.0, 1.0, true,
-                  "multiply every tensor's element count (at least 1 kept)");
-  flags.AddDouble("flops-per-param", &opt.flops_per_param, 0.0, 1e6, false,
-                  "backward compute per parameter per step (float "
-                  "multiply-adds count 2)");
-  flags.AddInt("batch-size", &opt.batch_size, 1, 1 << 20,
-               "samples per rank per step (only scales samples/s)");
-  flags.AddInt("steps", &opt.steps, 1, 100000000,
-               "total steps: --warmup-steps, then the rest measured "
-               "(default: warm-up + --measure-steps)");
-  flags.AddInt("warmup-steps", &opt.warmup_steps, 0, 100000000,
-               "steps before measuring when not --until-frozen");
-  flags.AddInt("measure-steps", &opt.measure_steps, 1, 100000000,
-               "steps measured after warm-up, or after tuning froze");
-  flags.AddInt("window-steps", &opt.window_steps, 1, 100000000,
-               "steps per printed throughput window");
-  flags.AddSwitch("until-frozen", &opt.until_frozen,
-                  "with HOROVOD_AUTOTUNE=1: run until tuning froze (at most "
-                  "--max-steps), then --measure-steps more");
-  flags.AddInt("max-steps", &opt.max_steps, 1, 100000000,
-               "with --until-frozen: give up waiting for the freeze after "
-               "this many steps");
-  flags.AddSwitch("allow-grouping", &opt.allow_grouping,
-                  "let the autotuner tune num_groups (grouped allreduce)");
-  flags.AddSwitch("json", &opt.json,
-                  "print one JSON line at the end (windows go to stderr)");
-  if (!flags.Parse(argc, argv)) {
-    if (mpi.rank() == 0) std::cout << flags.Usage();
+      "samples per rank.",
+      std::string(kProgram));
+  ConfigureApp(app);
+  bool list_algorithms = false;
+  app.add_option("--workload", opt.workload,
+                 "resnet50, vgg16, bert-base or many-small (1,000 x 4 KiB)")
+      ->default_str("resnet50");
+  app.add_option("--tensors", opt.tensors_file,
+                 "shapes file instead of --workload: 'name dim0 dim1 ...' "
+                 "per line, forward order");
+  app.add_option("--shapes-dir", opt.shapes_dir,
+                 "directory of the models' <model>.txt shape files");
+  app.add_option("--scale", opt.scale,
+                 "multiply every tensor's element count (at least 1 kept)")
+      ->transform(NumberIn(0.0, 1.0, /*min_exclusive=*/true));
+  app.add_option("--flops-per-param", opt.flops_per_param,
+                 "backward compute per parameter per step (float "
+                 "multiply-adds count 2)")
+      ->transform(NumberIn(0.0, 1e6, /*min_exclusive=*/false));
+  app.add_option("--batch-size", opt.batch_size,
+                 "samples per rank per step (only scales samples/s)")
+      ->transform(IntIn(1, 1 << 20));
+  app.add_option("--steps", opt.steps,
+                 "total steps: --warmup-steps, then the rest measured "
+                 "(default: warm-up + --measure-steps)")
+      ->transform(IntIn(1, 100000000))
+      ->default_str("");
+  app.add_option("--warmup-steps", opt.warmup_steps,
+                 "steps before measuring when not --until-frozen")
+      ->transform(IntIn(0, 100000000));
+  app.add_option("--measure-steps", opt.measure_steps,
+                 "steps measured after warm-up, or after tuning froze")
+      ->transform(IntIn(1, 100000000));
+  app.add_option("--window-steps", opt.window_steps,
+                 "steps per printed throughput window")
+      ->transform(IntIn(1, 100000000));
+  app.add_flag("--until-frozen", opt.until_frozen,
+               "with HOROVOD_AUTOTUNE=1: run until tuning froze (at most "
+               "--max-steps), then --measure-steps more");
+  app.add_option("--max-steps", opt.max_steps,
+                 "with --until-frozen: give up waiting for the freeze after "
+                 "this many steps")
+      ->transform(IntIn(1, 100000000));
+  app.add_flag("--allow-grouping", opt.allow_grouping,
+               "let the autotuner tune num_groups (grouped allreduce)");
+  app.add_flag("--json", opt.json,
+               "print one JSON line at the end (windows go to stderr)");
+  app.add_flag("--list-algorithms", list_algorithms,
+               "print the allreduce algorithms of this build, one per line, "
+               "and exit (alone, it needs no mpirun)");
+  if (!ParseFlags(app, argc, argv, mpi.rank())) return 0;
+  if (list_algorithms) {
+    if (mpi.rank() == 0) PrintAlgorithms();
     return 0;
   }
   SyntheticModel model(LoadTensors(opt), "grad", opt.flops_per_param,
@@ -367,14 +383,15 @@ int Main(MpiSession& mpi, int argc, char** argv) {
 
   const double samples_per_step =
       static_cast<double>(opt.batch_size) * mpi.size();
-  std::ostream& log = opt.json ? std::cerr : std::cout;
+  std::FILE* log = opt.json ? stderr : stdout;
   if (mpi.rank() == 0) {
-    log << kProgram << ": " << opt.workload << " x" << opt.scale << ", "
-        << layers << " tensors, " << FormatBytes(model.total_bytes())
-        << " of gradients per step, " << opt.flops_per_param << " flops/param, "
-        << mpi.size() << " ranks x batch " << opt.batch_size << " = "
-        << samples_per_step << " samples per step\n"
-        << std::flush;
+    fmt::print(log,
+               "{}: {} x{:g}, {} tensors, {} of gradients per step, {:g} "
+               "flops/param, {} ranks x batch {} = {:g} samples per step\n",
+               kProgram, opt.workload, opt.scale, layers,
+               FormatBytes(model.total_bytes()), opt.flops_per_param,
+               mpi.size(), opt.batch_size, samples_per_step);
+    std::fflush(log);
   }
 
   std::vector<Window> windows(1);
@@ -391,18 +408,14 @@ int Main(MpiSession& mpi, int argc, char** argv) {
     if (!w.step_seconds.empty() && mpi.rank() == 0) {
       const double seconds =
           std::accumulate(w.step_seconds.begin(), w.step_seconds.end(), 0.0);
-      char line[200];
-      std::snprintf(
-          line, sizeof line,
-          "steps %6lld-%-6lld %-9s %s samples/s %10.1f  step "
-          "%8.2f ms (median)\n",
-          static_cast<long long>(w.first_step),
-          static_cast<long long>(w.first_step + std::ssize(w.step_seconds) - 1),
-          std::string(AutotunePhaseName(w.phase)).c_str(),
-          w.measured ? "measured" : "        ",
-          samples_per_step * std::ssize(w.step_seconds) / seconds,
-          Median(w.step_seconds) * 1e3);
-      log << line << std::flush;
+      fmt::print(log,
+                 "steps {:6}-{:<6} {:<9} {:8} samples/s {:10.1f}  step "
+                 "{:8.2f} ms (median)\n",
+                 w.first_step, w.first_step + std::ssize(w.step_seconds) - 1,
+                 AutotunePhaseName(w.phase), w.measured ? "measured" : "",
+                 samples_per_step * std::ssize(w.step_seconds) / seconds,
+                 Median(w.step_seconds) * 1e3);
+      std::fflush(log);
     }
     windows.push_back({phase, measuring, step, {}});
   };
@@ -425,9 +438,10 @@ int Main(MpiSession& mpi, int argc, char** argv) {
       } else if (step >= opt.max_steps) {
         start = true;
         if (mpi.rank() == 0) {
-          std::cerr << kProgram << ": warning: tuning did not freeze within "
-                    << "--max-steps " << opt.max_steps << " (phase "
-                    << AutotunePhaseName(phase) << "); measuring anyway\n";
+          fmt::print(stderr,
+                     "{}: warning: tuning did not freeze within --max-steps {} "
+                     "(phase {}); measuring anyway\n",
+                     kProgram, opt.max_steps, AutotunePhaseName(phase));
         }
       }
       if (start) {
@@ -488,51 +502,48 @@ int Main(MpiSession& mpi, int argc, char** argv) {
   const double per_byte =
       samples_per_step / static_cast<double>(model.total_bytes());
   const double samples_per_sec = Median(rates);
-  log << "throughput: " << samples_per_sec << " samples/s (median of "
-      << rates.size() << " windows" << (any_frozen ? " after the freeze" : "")
-      << "), step " << Median(step_seconds) * 1e3 << " ms median\n"
-      << "knobs: " << knobs.ToString() << "\n";
+  fmt::print(log,
+             "throughput: {:g} samples/s (median of {} windows{}), step {:g} "
+             "ms median\nknobs: {}\n",
+             samples_per_sec, rates.size(),
+             any_frozen ? " after the freeze" : "", Median(step_seconds) * 1e3,
+             knobs.ToString());
   if (status.phase != AutotunePhase::kOff) {
-    log << "autotune: " << AutotunePhaseName(status.phase) << " after "
-        << status.samples << " samples; initial "
-        << status.default_score * per_byte << " samples/s, best "
-        << status.best_score * per_byte << " samples/s (tuner's scores); "
-        << "autotune overhead while measuring " << autotune_overhead * 100
-        << "% of wall time\n";
+    fmt::print(log,
+               "autotune: {} after {} samples; initial {:g} samples/s, best "
+               "{:g} samples/s (tuner's scores); autotune overhead while "
+               "measuring {:g}% of wall time\n",
+               AutotunePhaseName(status.phase), status.samples,
+               status.default_score * per_byte, status.best_score * per_byte,
+               autotune_overhead * 100);
   }
-  log << std::flush;
+  std::fflush(log);
   if (!opt.json) return 0;
 
-  std::string autotune =
-      JsonRow()
-          .Add("phase", AutotunePhaseName(status.phase))
-          .Add("samples", status.samples)
-          .Add("best_score", status.best_score)
-          .Add("default_score", status.default_score)
-          .Add("best_samples_per_sec", status.best_score * per_byte)
-          .Add("default_samples_per_sec", status.default_score * per_byte)
-          .Add("overhead_fraction", autotune_overhead)
-          .str();
-  std::string tuned = "[";
-  for (const std::string& name : status.tuned_knobs) {
-    tuned += (tuned.size() > 1 ? ",\"" : "\"") + name + "\"";
-  }
-  autotune = JsonWith(std::move(autotune), "tuned_knobs", tuned + "]");
-  std::string row =
-      JsonRow()
-          .Add("workload", opt.workload)
-          .Add("ranks", mpi.size())
-          .Add("batch_size", opt.batch_size)
-          .Add("tensors", static_cast<std::int64_t>(layers))
-          .Add("bytes_per_step", model.total_bytes())
-          .Add("steps", step)
-          .Add("measured_steps", static_cast<std::int64_t>(step_seconds.size()))
-          .Add("samples_per_sec", samples_per_sec)
-          .Add("step_time_ms_median", Median(step_seconds) * 1e3)
-          .str();
-  row = JsonWith(std::move(row), "config", KnobsJson(knobs));
-  row = JsonWith(std::move(row), "autotune", autotune);
-  std::cout << row << "\n" << std::flush;
+  const Json autotune = {
+      {"phase", AutotunePhaseName(status.phase)},
+      {"samples", status.samples},
+      {"best_score", status.best_score},
+      {"default_score", status.default_score},
+      {"best_samples_per_sec", status.best_score * per_byte},
+      {"default_samples_per_sec", status.default_score * per_byte},
+      {"overhead_fraction", autotune_overhead},
+      {"tuned_knobs", status.tuned_knobs},
+  };
+  const Json row = {
+      {"workload", opt.workload},
+      {"ranks", mpi.size()},
+      {"batch_size", opt.batch_size},
+      {"tensors", layers},
+      {"bytes_per_step", model.total_bytes()},
+      {"steps", step},
+      {"measured_steps", step_seconds.size()},
+      {"samples_per_sec", samples_per_sec},
+      {"step_time_ms_median", Median(step_seconds) * 1e3},
+      {"config", KnobsJson(knobs)},
+      {"autotune", autotune},
+  };
+  std::cout << JsonLine(row) << "\n" << std::flush;
   return 0;
 }
 
@@ -542,9 +553,7 @@ int Main(MpiSession& mpi, int argc, char** argv) {
 int main(int argc, char** argv) {
   // Without MPI: the allreduce algorithms this build has, for grid scripts.
   if (argc == 2 && std::string_view(argv[1]) == "--list-algorithms") {
-    for (std::string_view a : hvdtune::AllreduceAlgorithms()) {
-      std::cout << a << "\n";
-    }
+    hvdtune::bench::PrintAlgorithms();
     return 0;
   }
   return hvdtune::bench::RunBenchMain(argc, argv, hvdtune::bench::kProgram,

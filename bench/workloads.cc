@@ -1,5 +1,8 @@
 #include "workloads.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -28,12 +31,9 @@ std::vector<TensorSpec> LoadBuiltinWorkload(std::string_view flag,
                                             const std::string& shapes_dir) {
   if (std::find(kWorkloadNames.begin(), kWorkloadNames.end(), name) ==
       kWorkloadNames.end()) {
-    std::string known;
-    for (std::string_view w : kWorkloadNames) {
-      known += (known.empty() ? "" : ", ") + std::string(w);
-    }
-    throw UsageError(std::string(flag) + ": unknown workload '" +
-                     std::string(name) + "' (expected one of " + known + ")");
+    throw UsageError(
+        fmt::format("{}: unknown workload '{}' (expected one of {})", flag,
+                    name, fmt::join(kWorkloadNames, ", ")));
   }
   if (name == "many-small") {
     std::vector<TensorSpec> tensors;

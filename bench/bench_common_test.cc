@@ -1,0 +1,190 @@
+// The benches' command-line validators and JSON rows, without MPI.
+
+#include "bench_common.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hvdtune::bench {
+namespace {
+
+// Parses `args` (after the program name) with `app`; returns the
+// UsageError's message, or "" when parsing succeeded.
+std::string Parse(CLI::App& app, std::vector<std::string> args) {
+  std::vector<char*> argv = {const_cast<char*>("bench")};
+  for (std::string& a : args) argv.push_back(a.data());
+  try {
+    // Rank 1: --help would not print.
+    ParseFlags(app, static_cast<int>(argv.size()), argv.data(), 1);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ByteCount, AcceptsSuffixesInPowersOf1024) {
+  std::int64_t bytes = 0;
+  CLI::App app;
+  ConfigureApp(app);
+  app.add_option("--min-bytes", bytes)
+      ->transform(ByteCount(1, std::int64_t{1} << 34));
+  const std::vector<std::pair<std::string, std::int64_t>> cases = {
+      {"4096", 4096},  {"4K", 4096},        {"4k", 4096}, {"16M", 16 << 20},
+      {"1G", 1 << 30}, {"16G", 16LL << 30}, {"010", 10},  {"1", 1}};
+  for (const auto& [text, want] : cases) {
+    EXPECT_EQ(Parse(app, {"--min-bytes", text}), "") << text;
+    EXPECT_EQ(bytes, want) << text;
+  }
+}
+
+TEST(ByteCount, RejectionNamesTheFlagAndTheValue) {
+  std::int64_t bytes = 0;
+  CLI::App app;
+  ConfigureApp(app);
+  app.add_option("--min-bytes", bytes)
+      ->transform(ByteCount(1, std::int64_t{1} << 34));
+  for (const std::string text :
+       {"4Q", "K", "-4K", "1.5G", "4 K", "0x10", "99999999999999999999"}) {
+    EXPECT_NE(Parse(app, {"--min-bytes=" + text})
+                  .find("--min-bytes: invalid value '" + text + "'"),
+              std::string::npos)
+        << text;
+  }
+  EXPECT_EQ(Parse(app, {"--min-bytes", "4Q"}),
+            "--min-bytes: invalid value '4Q' (expected a byte count such as "
+            "4096, 4K, 16M or 1G)");
+  EXPECT_EQ(Parse(app, {"--min-bytes", "0"}),
+            "--min-bytes: invalid value '0' (expected 1 B to 16 GiB)");
+  EXPECT_EQ(Parse(app, {"--min-bytes", "17G"}),
+            "--min-bytes: invalid value '17G' (expected 1 B to 16 GiB)");
+  // 2^64 / 1024^3 + 1: the product would overflow.
+  EXPECT_EQ(Parse(app, {"--min-bytes", "17179869185G"}),
+            "--min-bytes: invalid value '17179869185G' (expected 1 B to 16 "
+            "GiB)");
+}
+
+TEST(IntIn, ReadsDecimalAndChecksRange) {
+  std::int64_t steps = 0;
+  std::vector<std::int64_t> tensors;
+  CLI::App app;
+  ConfigureApp(app);
+  app.add_option("--steps", steps)->transform(IntIn(1, 100));
+  app.add_option("--tensors", tensors)->delimiter(',')->transform(IntIn(1, 9));
+  EXPECT_EQ(Parse(app, {"--steps", "010"}), "");
+  EXPECT_EQ(steps, 10);  // not octal
+  EXPECT_EQ(Parse(app, {"--steps", "3", "--steps=4"}), "");
+  EXPECT_EQ(steps, 4);  // the last one wins
+  EXPECT_EQ(Parse(app, {"--steps", "0"}),
+            "--steps: invalid value '0' (expected an integer in [1, 100])");
+  EXPECT_EQ(Parse(app, {"--steps", "5x"}),
+            "--steps: invalid value '5x' (expected an integer in [1, 100])");
+  EXPECT_EQ(Parse(app, {"--steps", "0x10"}),
+            "--steps: invalid value '0x10' (expected an integer in [1, 100])");
+  EXPECT_EQ(Parse(app, {"--tensors", "1,2,3"}), "");
+  EXPECT_EQ(tensors, (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(Parse(app, {"--tensors", "1,x"}),
+            "--tensors: invalid value 'x' (expected an integer in [1, 9])");
+}
+
+TEST(NumberIn, RejectsNonFiniteAndHonoursAnExclusiveMinimum) {
+  double scale = 0;
+  CLI::App app;
+  ConfigureApp(app);
+  app.add_option("--scale", scale)->transform(NumberIn(0.0, 1.0, true));
+  EXPECT_EQ(Parse(app, {"--scale", "0.25"}), "");
+  EXPECT_EQ(scale, 0.25);
+  EXPECT_EQ(Parse(app, {"--scale", "1e-3"}), "");
+  EXPECT_EQ(scale, 1e-3);
+  for (const std::string text : {"0", "nan", "inf", "1.5", "-0.5", "x"}) {
+    EXPECT_EQ(
+        Parse(app, {"--scale", text}),
+        "--scale: invalid value '" + text + "' (expected a number in (0, 1])")
+        << text;
+  }
+}
+
+TEST(AllreduceAlgorithm, UnknownNameListsThisBuildsAlgorithms) {
+  const std::vector<std::string> names = AllreduceAlgorithmNames();
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.front(), "native");
+  std::vector<std::string> algorithms;
+  CLI::App app;
+  ConfigureApp(app);
+  app.add_option("--algorithms", algorithms)
+      ->delimiter(',')
+      ->check(AllreduceAlgorithm());
+  EXPECT_EQ(Parse(app, {"--algorithms", names.back()}), "");
+  EXPECT_EQ(algorithms, std::vector<std::string>{names.back()});
+  std::string listed;
+  for (const std::string& name : names) listed += " " + name;
+  EXPECT_EQ(Parse(app, {"--algorithms", "native,bogus"}),
+            "--algorithms: unknown allreduce algorithm 'bogus' (this build "
+            "has:" +
+                listed + ")");
+}
+
+TEST(ParseFlags, HelpUnknownFlagsAndSwitches) {
+  bool json = false;
+  CLI::App app;
+  ConfigureApp(app);
+  app.add_flag("--json", json);
+  std::vector<char*> help = {const_cast<char*>("bench"),
+                             const_cast<char*>("--help")};
+  EXPECT_FALSE(ParseFlags(app, 2, help.data(), 1));
+  EXPECT_NE(Parse(app, {"--bogus"}).find("--bogus"), std::string::npos);
+  EXPECT_NE(Parse(app, {"--json=0"}), "");  // a switch takes no value
+  EXPECT_EQ(Parse(app, {"--json"}), "");
+  EXPECT_TRUE(json);
+}
+
+TEST(JsonLine, KeepsKeyOrderAndTypes) {
+  const Json row = {{"workload", "resnet50"},
+                    {"bytes", std::int64_t{4096}},
+                    {"ok", true},
+                    {"names", std::vector<std::string>{"a", "b"}},
+                    {"config", {{"z", 1}, {"a", 2}}}};
+  EXPECT_EQ(JsonLine(row), R"({"workload":"resnet50","bytes":4096,"ok":true,)"
+                           R"("names":["a","b"],"config":{"z":1,"a":2}})");
+}
+
+TEST(JsonLine, NumbersKeepSixSignificantDigitsAndNonFiniteIsNull) {
+  const Json row = {{"a", 1234.56789},
+                    {"b", 0.000123456789},
+                    {"c", 2.0},
+                    {"d", std::numeric_limits<double>::quiet_NaN()},
+                    {"e", std::numeric_limits<double>::infinity()},
+                    {"f", std::int64_t{1} << 40},
+                    {"g", {{"h", 1.0 / 3.0}}}};
+  EXPECT_EQ(JsonLine(row),
+            R"({"a":1234.57,"b":0.000123457,"c":2.0,"d":null,"e":null,)"
+            R"("f":1099511627776,"g":{"h":0.333333}})");
+}
+
+TEST(JsonLine, AnyStringGivesValidJson) {
+  const std::vector<std::string> texts = {
+      "quote \" backslash \\ slash /",
+      "tab\tnewline\ncarriage\rbell\a nul" + std::string(1, '\0') + "end",
+      "\x01\x1f\x7f",
+      "noël 形状 🙂",
+      "/data/odd \"shapes\" \\ file.txt",
+  };
+  for (const std::string& text : texts) {
+    const std::string line = JsonLine({{"workload", text}});
+    for (const char c : line) {
+      EXPECT_GE(static_cast<unsigned char>(c), 0x20) << line;
+    }
+    const nlohmann::json parsed = nlohmann::json::parse(line);
+    EXPECT_EQ(parsed.at("workload").get<std::string>(), text);
+  }
+  // Bytes that are not UTF-8 (a Latin-1 file name) become U+FFFD.
+  const std::string line = JsonLine({{"workload", "caf\xe9.txt"}});
+  EXPECT_EQ(nlohmann::json::parse(line).at("workload").get<std::string>(),
+            "caf\xef\xbf\xbd.txt");
+}
+
+}  // namespace
+}  // namespace hvdtune::bench
