@@ -8,7 +8,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev
   libeigen3-dev libnlopt-dev libnlopt-cxx-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev nlohmann-json3-dev libfmt-dev
+  libcli11-dev libfmt-dev
 )
 
 missing=()
