@@ -14,10 +14,12 @@
 #include <mpi.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,29 @@ struct Options {
   std::int64_t warmup = 3;
   std::int64_t repeats = 5;
   bool json = false;
+  /// Compare no event sink with a counting sink (cache on) instead of cache
+  /// on with cache off.
+  bool compare_sink = false;
+};
+
+// The cheapest useful sink: counts what the cycle thread reports, to
+// measure what the event stream itself costs.
+class CountingSink final : public EventSink {
+ public:
+  void OnCycle(const CycleEvent& e) override {
+    cycles_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(e.bytes, std::memory_order_relaxed);
+  }
+  void OnCollective(const CollectiveEvent&) override {
+    collectives_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void OnTensor(const TensorEvent&) override {
+    tensors_.fetch_add(1, std::memory_order_relaxed);
+  }
+  std::int64_t tensors() const { return tensors_.load(); }
+
+ private:
+  std::atomic<std::int64_t> cycles_{0}, bytes_{0}, collectives_{0}, tensors_{0};
 };
 
 struct Samples {
@@ -56,11 +81,14 @@ struct Sample {
   double cache_hit_fraction;
 };
 
-Sample Measure(const Options& opt, GradientSet& set, bool cache,
+Sample Measure(const Options& opt, GradientSet& set, bool cache, bool sink,
                std::int64_t* capacity, int ranks) {
   std::map<std::string, std::string> overrides;
   if (!cache) overrides.emplace("HOROVOD_CACHE_CAPACITY", "0");
-  Runtime runtime(RuntimeOptions{EnvWithOverrides(std::move(overrides))});
+  RuntimeOptions options{EnvWithOverrides(std::move(overrides))};
+  auto counting = std::make_shared<CountingSink>();
+  if (sink) options.sinks.push_back(counting);
+  Runtime runtime(options);
   *capacity = runtime.knobs().cache_capacity();
   set.ClearOutput();
   set.Step(runtime);
@@ -72,6 +100,10 @@ Sample Measure(const Options& opt, GradientSet& set, bool cache,
   const double step_seconds = TimeLoop(opt.steps, [&] { set.Step(runtime); });
   const RuntimeStats after = runtime.stats();
   runtime.Shutdown();
+  if (sink && counting->tensors() != static_cast<std::int64_t>(set.size()) *
+                                         (opt.steps + opt.warmup)) {
+    throw std::runtime_error("the counting sink missed tensors");
+  }
 
   const double cycles =
       static_cast<double>(after.active_cycles - before.active_cycles);
@@ -114,9 +146,14 @@ int Main(MpiSession& mpi, int argc, char** argv) {
       ->transform(IntIn(1, 100000));
   app.add_flag("--json", opt.json,
                "print one JSON object per row instead of the table");
+  app.add_flag("--compare-sink", opt.compare_sink,
+               "compare the cache-on runtime without an event sink and with "
+               "a counting sink attached (the event stream's cost), instead "
+               "of cache on and off");
   if (!ParseFlags(app, argc, argv, mpi.rank())) return 0;
 
-  // [tensor count index][cache off = 0, on = 1]
+  // [tensor count index][cache off = 0, on = 1] (with --compare-sink:
+  // [no sink = 0, counting sink = 1], cache on)
   std::vector<std::array<Samples, 2>> samples(opt.tensors.size());
   for (std::size_t t = 0; t < opt.tensors.size(); ++t) {
     std::vector<TensorSpec> specs;
@@ -126,10 +163,12 @@ int Main(MpiSession& mpi, int argc, char** argv) {
     GradientSet set("negotiation", std::move(specs));
     for (std::int64_t r = 0; r < opt.repeats; ++r) {
       for (int k = 0; k < 2; ++k) {
-        const bool cache = ((k + r) % 2) == 0;
-        Samples& out = samples[t][cache ? 1 : 0];
+        const bool second = ((k + r) % 2) == 0;
+        Samples& out = samples[t][second ? 1 : 0];
+        const bool cache = opt.compare_sink || second;
+        const bool sink = opt.compare_sink && second;
         const Sample s =
-            Measure(opt, set, cache, &out.cache_capacity, mpi.size());
+            Measure(opt, set, cache, sink, &out.cache_capacity, mpi.size());
         out.negotiation_us_per_cycle.push_back(s.negotiation_us_per_cycle);
         out.max_negotiation_us_per_cycle.push_back(
             s.max_negotiation_us_per_cycle);
@@ -149,25 +188,28 @@ int Main(MpiSession& mpi, int argc, char** argv) {
     fmt::print(
         "# negotiation us/cycle = active negotiation seconds / active cycles, "
         "mean (and max) over ranks\n");
-    fmt::print("{:>8} {:>6} {:>9} {:>15} {:>12} {:>12} {:>10} {:>9}\n",
-               "tensors", "cache", "capacity", "negot_us/cycle", "max_us/cycle",
-               "cycles/step", "step_ms", "hit_rate");
+    fmt::print("{:>8} {:>6} {:>9} {:>9} {:>15} {:>12} {:>12} {:>10} {:>9}\n",
+               "tensors", "cache", "sink", "capacity", "negot_us/cycle",
+               "max_us/cycle", "cycles/step", "step_ms", "hit_rate");
   }
   for (std::size_t t = 0; t < opt.tensors.size(); ++t) {
     for (int c = 1; c >= 0; --c) {
       const Samples& s = samples[t][c];
-      const char* cache = c ? "on" : "off";
+      const char* cache = c || opt.compare_sink ? "on" : "off";
+      const char* sink = opt.compare_sink && c ? "counting" : "none";
       if (opt.json) {
         std::cout << JsonLine({{"tensors", opt.tensors[t]},
                                {"cache", cache},
+                               {"sink", sink},
                                {"negotiation_us_per_cycle",
                                 Median(s.negotiation_us_per_cycle)},
                                {"step_time_ms", Median(s.step_ms)}})
                   << "\n";
       } else {
         fmt::print(
-            "{:8} {:>6} {:9} {:15.1f} {:12.1f} {:12.2f} {:10.3f} {:9.3f}\n",
-            opt.tensors[t], cache, s.cache_capacity,
+            "{:8} {:>6} {:>9} {:9} {:15.1f} {:12.1f} {:12.2f} {:10.3f} "
+            "{:9.3f}\n",
+            opt.tensors[t], cache, sink, s.cache_capacity,
             Median(s.negotiation_us_per_cycle),
             Median(s.max_negotiation_us_per_cycle),
             Median(s.active_cycles_per_step), Median(s.step_ms),
