@@ -35,17 +35,6 @@ int WaitSleeping(MPI_Request* req, bool busy) {
   }
 }
 
-std::string ShapeString(const std::vector<std::int64_t>& shape) {
-  std::ostringstream os;
-  os << '[';
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) os << ", ";
-    os << shape[i];
-  }
-  os << ']';
-  return os.str();
-}
-
 double SteadySeconds() {
   return std::chrono::duration<double>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -59,7 +48,23 @@ Controller::Controller(const MpiContext& mpi, std::size_t cache_capacity,
     : mpi_(mpi),
       cache_(cache_capacity),
       stall_(stall),
-      clock_(clock ? clock : &SteadySeconds) {}
+      clock_(clock ? clock : &SteadySeconds),
+      coordinator_(mpi.size, stall) {}
+
+void Controller::Reroute(std::uint32_t bit) {
+  const auto it = hit_pending_.find(bit);
+  if (it == hit_pending_.end()) return;
+  to_send_.push_back(pending_.at(it->second));
+  hit_pending_.erase(it);
+}
+
+void Controller::ResizeCache(std::size_t capacity) {
+  for (const auto& [bit, name] : hit_pending_) {
+    to_send_.push_back(pending_.at(name));
+  }
+  hit_pending_.clear();
+  cache_ = ResponseCache(capacity);
+}
 
 Controller::CycleResult Controller::RunCycle(
     std::vector<Request> requests, bool shutdown,
@@ -83,7 +88,7 @@ Controller::CycleResult Controller::RunCycle(
     pending_.emplace(r.name, std::move(r));
   }
   InvalidateStalledHits(now);
-  if (mpi_.rank == 0) CheckStalls(now, &result.stalls, &stalled_);
+  if (mpi_.rank == 0) coordinator_.CheckStalls(now, &result.stalls, &stalled_);
 
   // [flags][hit bits][invalid bits (inverted)]
   const std::size_t words = WordsFor(cache_.capacity());
@@ -148,7 +153,7 @@ Controller::CycleResult Controller::RunCycle(
     if (!result.status.ok()) return result;
   }
 
-  result.ready = ReleaseGroups(std::move(result.ready));
+  result.ready = groups_.Release(std::move(result.ready));
 
   if (flags & kFlagKnobUpdate) {
     std::vector<std::uint8_t> bytes;
@@ -207,7 +212,7 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
       return Status::Internal(std::string("bad negotiation message: ") +
                               e.what());
     }
-    std::vector<Response> out = Coordinate(std::move(received), now);
+    std::vector<Response> out = coordinator_.Add(std::move(received), now);
     for (Response& r : stalled_) out.push_back(std::move(r));
     stalled_.clear();
     answer = SerializeResponses(out);
@@ -248,156 +253,12 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
   return Status::Ok();
 }
 
-std::vector<Response> Controller::ReleaseGroups(std::vector<Response> ready) {
-  // Every rank sees the same ready lists in the same order, so the pools
-  // fill and release identically everywhere.
-  std::vector<Response> out;
-  out.reserve(ready.size());
-  for (Response& r : ready) {
-    if (r.group_size <= 1) {
-      out.push_back(std::move(r));
-      continue;
-    }
-    const std::string group = r.group;
-    const std::int32_t size = r.group_size;
-    GroupState& g = groups_[group];
-    ++g.arrived;
-    if (r.kind == Response::Kind::kError && g.error.empty()) {
-      // The first failure fails the whole group: members already waiting
-      // are released as failures now, later ones as they arrive.
-      g.error = "grouped allreduce '" + group + "' failed: " + r.error;
-      for (Response& waiting : g.members) {
-        waiting.kind = Response::Kind::kError;
-        waiting.error = g.error;
-        out.push_back(std::move(waiting));
-      }
-      g.members.clear();
-    }
-    if (!g.error.empty()) {
-      r.kind = Response::Kind::kError;
-      r.error = g.error;
-      out.push_back(std::move(r));
-    } else {
-      g.members.push_back(std::move(r));
-    }
-    if (g.arrived >= size) {
-      for (Response& m : g.members) out.push_back(std::move(m));
-      groups_.erase(group);
-    }
+void Controller::InvalidateStalledHits(double now) {
+  const double threshold = StallThreshold(stall_);
+  if (threshold <= 0) return;
+  for (const auto& [bit, name] : hit_pending_) {
+    if (now - pending_.at(name).enqueued > threshold) invalid_.push_back(bit);
   }
-  return out;
-}
-
-std::vector<Response> Controller::Coordinate(std::vector<Request> requests,
-                                             double now) {
-  for (Request& r : requests) {
-    auto [it, inserted] = table_.try_emplace(r.name);
-    TableEntry& e = it->second;
-    const double since = now - std::max(0.0, r.waited_seconds);
-    if (inserted) {
-      e.by_rank.resize(static_cast<std::size_t>(mpi_.size));
-      table_order_.push_back(r.name);
-      e.since = since;
-    } else {
-      e.since = std::min(e.since, since);
-    }
-    if (r.rank < 0 || r.rank >= mpi_.size) continue;
-    Request& slot = e.by_rank[static_cast<std::size_t>(r.rank)];
-    if (slot.name.empty()) ++e.received;
-    slot = std::move(r);
-  }
-  std::vector<Response> out;
-  std::vector<std::string> still_waiting;
-  for (std::string& name : table_order_) {
-    auto it = table_.find(name);
-    if (it->second.received == mpi_.size) {
-      out.push_back(BuildResponse(it->second.by_rank));
-      table_.erase(it);
-    } else {
-      still_waiting.push_back(std::move(name));
-    }
-  }
-  table_order_ = std::move(still_waiting);
-  return out;
-}
-
-Response Controller::BuildResponse(const std::vector<Request>& reqs) const {
-  const Request& first = reqs[0];
-  Response resp;
-  resp.name = first.name;
-  resp.type = first.type;
-  resp.dtype = first.dtype;
-  resp.op = first.op;
-  resp.root = first.root;
-  resp.group = first.group;
-  resp.group_size = first.group_size;
-  resp.device = first.device;
-  auto fail = [&](const std::string& what, const std::string& a, int rank,
-                  const std::string& b) {
-    resp.kind = Response::Kind::kError;
-    resp.first_dims.clear();
-    resp.error = "mismatched " + what + " for tensor '" + first.name +
-                 "': rank 0 has " + a + ", rank " + std::to_string(rank) +
-                 " has " + b;
-    return resp;
-  };
-  for (int r = 1; r < static_cast<int>(reqs.size()); ++r) {
-    const Request& q = reqs[static_cast<std::size_t>(r)];
-    if (q.type != first.type) {
-      return fail("collective", std::string(CollectiveTypeName(first.type)), r,
-                  std::string(CollectiveTypeName(q.type)));
-    }
-    if (q.dtype != first.dtype) {
-      return fail("dtype", std::string(DataTypeName(first.dtype)), r,
-                  std::string(DataTypeName(q.dtype)));
-    }
-    if (first.type == CollectiveType::kAllreduce && q.op != first.op) {
-      return fail("reduce op", std::string(ReduceOpName(first.op)), r,
-                  std::string(ReduceOpName(q.op)));
-    }
-    if (first.type == CollectiveType::kBroadcast && q.root != first.root) {
-      return fail("broadcast root", std::to_string(first.root), r,
-                  std::to_string(q.root));
-    }
-    if (q.device != first.device) {
-      auto where = [](bool d) {
-        return std::string(d ? "device memory" : "host memory");
-      };
-      return fail("buffer location", where(first.device), r, where(q.device));
-    }
-    if (q.group != first.group || q.group_size != first.group_size) {
-      auto describe = [](const Request& x) {
-        return x.group_size > 0 ? "group '" + x.group + "' of " +
-                                      std::to_string(x.group_size)
-                                : std::string("no group");
-      };
-      return fail("grouping", describe(first), r, describe(q));
-    }
-    if (first.type == CollectiveType::kAllgather) {
-      const bool same_tail = q.shape.size() == first.shape.size() &&
-                             !q.shape.empty() &&
-                             std::equal(q.shape.begin() + 1, q.shape.end(),
-                                        first.shape.begin() + 1);
-      if (!same_tail) {
-        return fail("shape (all but the first dimension must agree)",
-                    ShapeString(first.shape), r, ShapeString(q.shape));
-      }
-    } else if (q.shape != first.shape) {
-      return fail("shape", ShapeString(first.shape), r, ShapeString(q.shape));
-    }
-  }
-  if (first.type == CollectiveType::kBroadcast &&
-      (first.root < 0 || first.root >= mpi_.size)) {
-    resp.kind = Response::Kind::kError;
-    resp.error = "broadcast root " + std::to_string(first.root) +
-                 " of tensor '" + first.name + "' is not a rank of 0.." +
-                 std::to_string(mpi_.size - 1);
-    return resp;
-  }
-  if (first.type == CollectiveType::kAllgather) {
-    for (const Request& q : reqs) resp.first_dims.push_back(q.shape[0]);
-  }
-  return resp;
 }
 
 }  // namespace hvdtune::internal

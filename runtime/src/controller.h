@@ -13,18 +13,12 @@
 #include <vector>
 
 #include "backends/mpi/mpi_context.h"
+#include "coordinator.h"
 #include "hvdtune/events.h"
 #include "message.h"
 #include "response_cache.h"
 
 namespace hvdtune::internal {
-
-/// HOROVOD_STALL_CHECK_TIME_SECONDS / HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
-/// (0 = off).
-struct StallSettings {
-  double check_seconds = 0;
-  double shutdown_seconds = 0;
-};
 
 class Controller {
  public:
@@ -64,24 +58,10 @@ class Controller {
  private:
   void Reroute(std::uint32_t bit);
   Status Negotiate(std::vector<Response>* ready);
-  /// Rank 0: adds requests to the table; returns responses for tensors
-  /// now requested by every rank, in the order they were first requested.
-  std::vector<Response> Coordinate(std::vector<Request> requests, double now);
-  Response BuildResponse(const std::vector<Request>& requests) const;
-  /// Holds members of a grouped allreduce back until the whole group is
-  /// ready everywhere, then releases them together (consecutively, so they
-  /// fuse); a failed member fails the whole group.
-  std::vector<Response> ReleaseGroups(std::vector<Response> ready);
   Status Broadcast(std::vector<std::uint8_t>* bytes);
   /// Cached tensors that waited past the stall threshold, to invalidate so
   /// they are renegotiated in full (where rank 0 sees who is missing).
   void InvalidateStalledHits(double now);
-  /// Rank 0: warnings for stalled table entries; with a shutdown time, the
-  /// error responses that end them.
-  void CheckStalls(double now, std::vector<StallEvent>* stalls,
-                   std::vector<Response>* failed);
-  /// Rank 0: some table entry is past the shutdown time.
-  bool StallShutdownDue(double now) const;
 
   const MpiContext& mpi_;
   ResponseCache cache_;
@@ -99,24 +79,9 @@ class Controller {
   std::vector<std::uint32_t> invalid_;
   std::vector<std::uint64_t> bits_;
 
-  struct GroupState {
-    int arrived = 0;
-    std::vector<Response> members;
-    std::string error;
-  };
-  std::unordered_map<std::string, GroupState> groups_;
-
-  // Rank 0 only: requests received so far per tensor.
-  struct TableEntry {
-    std::vector<Request> by_rank;
-    int received = 0;
-    /// Rank 0's clock when the first rank's wait began.
-    double since = 0;
-    /// When the stall warning was last given (0 = never).
-    double warned = 0;
-  };
-  std::unordered_map<std::string, TableEntry> table_;
-  std::vector<std::string> table_order_;
+  GroupRelease groups_;
+  /// Rank 0's table of requests.
+  Coordinator coordinator_;
 };
 
 }  // namespace hvdtune::internal

@@ -1,0 +1,250 @@
+#include "coordinator.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace hvdtune::internal {
+namespace {
+
+std::string ShapeString(const std::vector<std::int64_t>& shape) {
+  std::ostringstream os;
+  os << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) os << ", ";
+    os << shape[i];
+  }
+  os << ']';
+  return os.str();
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+// The wait after which a cached tensor is renegotiated in full so rank 0
+// can see who is missing: the earlier of the two stall times in use.
+double StallThreshold(const StallSettings& s) {
+  if (s.check_seconds > 0 && s.shutdown_seconds > 0) {
+    return std::min(s.check_seconds, s.shutdown_seconds);
+  }
+  return std::max(s.check_seconds, s.shutdown_seconds);
+}
+
+Coordinator::Coordinator(int world_size, StallSettings stall)
+    : size_(world_size), stall_(stall) {}
+
+std::vector<Response> Coordinator::Add(std::vector<Request> requests,
+                                       double now) {
+  for (Request& r : requests) {
+    auto [it, inserted] = table_.try_emplace(r.name);
+    TableEntry& e = it->second;
+    const double since = now - std::max(0.0, r.waited_seconds);
+    if (inserted) {
+      e.by_rank.resize(static_cast<std::size_t>(size_));
+      table_order_.push_back(r.name);
+      e.since = since;
+    } else {
+      e.since = std::min(e.since, since);
+    }
+    if (r.rank < 0 || r.rank >= size_) continue;
+    Request& slot = e.by_rank[static_cast<std::size_t>(r.rank)];
+    if (slot.name.empty()) ++e.received;
+    slot = std::move(r);
+  }
+  std::vector<Response> out;
+  std::vector<std::string> still_waiting;
+  for (std::string& name : table_order_) {
+    auto it = table_.find(name);
+    if (it->second.received == size_) {
+      out.push_back(BuildResponse(it->second.by_rank));
+      table_.erase(it);
+    } else {
+      still_waiting.push_back(std::move(name));
+    }
+  }
+  table_order_ = std::move(still_waiting);
+  return out;
+}
+
+Response Coordinator::BuildResponse(const std::vector<Request>& reqs) const {
+  const Request& first = reqs[0];
+  Response resp;
+  resp.name = first.name;
+  resp.type = first.type;
+  resp.dtype = first.dtype;
+  resp.op = first.op;
+  resp.root = first.root;
+  resp.group = first.group;
+  resp.group_size = first.group_size;
+  resp.device = first.device;
+  auto fail = [&](const std::string& what, const std::string& a, int rank,
+                  const std::string& b) {
+    resp.kind = Response::Kind::kError;
+    resp.first_dims.clear();
+    resp.error = "mismatched " + what + " for tensor '" + first.name +
+                 "': rank 0 has " + a + ", rank " + std::to_string(rank) +
+                 " has " + b;
+    return resp;
+  };
+  for (int r = 1; r < static_cast<int>(reqs.size()); ++r) {
+    const Request& q = reqs[static_cast<std::size_t>(r)];
+    if (q.type != first.type) {
+      return fail("collective", std::string(CollectiveTypeName(first.type)), r,
+                  std::string(CollectiveTypeName(q.type)));
+    }
+    if (q.dtype != first.dtype) {
+      return fail("dtype", std::string(DataTypeName(first.dtype)), r,
+                  std::string(DataTypeName(q.dtype)));
+    }
+    if (first.type == CollectiveType::kAllreduce && q.op != first.op) {
+      return fail("reduce op", std::string(ReduceOpName(first.op)), r,
+                  std::string(ReduceOpName(q.op)));
+    }
+    if (first.type == CollectiveType::kBroadcast && q.root != first.root) {
+      return fail("broadcast root", std::to_string(first.root), r,
+                  std::to_string(q.root));
+    }
+    if (q.device != first.device) {
+      auto where = [](bool d) {
+        return std::string(d ? "device memory" : "host memory");
+      };
+      return fail("buffer location", where(first.device), r, where(q.device));
+    }
+    if (q.group != first.group || q.group_size != first.group_size) {
+      auto describe = [](const Request& x) {
+        return x.group_size > 0 ? "group '" + x.group + "' of " +
+                                      std::to_string(x.group_size)
+                                : std::string("no group");
+      };
+      return fail("grouping", describe(first), r, describe(q));
+    }
+    if (first.type == CollectiveType::kAllgather) {
+      const bool same_tail = q.shape.size() == first.shape.size() &&
+                             !q.shape.empty() &&
+                             std::equal(q.shape.begin() + 1, q.shape.end(),
+                                        first.shape.begin() + 1);
+      if (!same_tail) {
+        return fail("shape (all but the first dimension must agree)",
+                    ShapeString(first.shape), r, ShapeString(q.shape));
+      }
+    } else if (q.shape != first.shape) {
+      return fail("shape", ShapeString(first.shape), r, ShapeString(q.shape));
+    }
+  }
+  if (first.type == CollectiveType::kBroadcast &&
+      (first.root < 0 || first.root >= size_)) {
+    resp.kind = Response::Kind::kError;
+    resp.error = "broadcast root " + std::to_string(first.root) +
+                 " of tensor '" + first.name + "' is not a rank of 0.." +
+                 std::to_string(size_ - 1);
+    return resp;
+  }
+  if (first.type == CollectiveType::kAllgather) {
+    for (const Request& q : reqs) resp.first_dims.push_back(q.shape[0]);
+  }
+  return resp;
+}
+
+void Coordinator::CheckStalls(double now, std::vector<StallEvent>* stalls,
+                              std::vector<Response>* failed) {
+  if (StallThreshold(stall_) <= 0 || table_.empty()) return;
+  std::vector<std::string> ended;
+  for (auto& [name, e] : table_) {
+    const double waited = now - e.since;
+    const bool warn = stall_.check_seconds > 0 &&
+                      waited > stall_.check_seconds &&
+                      (e.warned == 0 || now - e.warned > stall_.check_seconds);
+    const bool shut =
+        stall_.shutdown_seconds > 0 && waited > stall_.shutdown_seconds;
+    if (!warn && !shut) continue;
+    StallEvent ev;
+    ev.tensor = name;
+    std::vector<int> present;
+    for (int r = 0; r < size_; ++r) {
+      (e.by_rank[static_cast<std::size_t>(r)].name.empty() ? ev.missing_ranks
+                                                           : present)
+          .push_back(r);
+    }
+    ev.waited_seconds = waited;
+    ev.shutdown = shut;
+    ev.time = now;
+    if (shut) {
+      Response resp;
+      for (const Request& q : e.by_rank) {
+        if (!q.name.empty()) {
+          resp = BuildResponse(std::vector<Request>(size_, q));
+          break;
+        }
+      }
+      resp.kind = Response::Kind::kError;
+      resp.stalled = true;
+      resp.first_dims.clear();
+      std::ostringstream os;
+      os << "tensor '" << name << "' stalled: rank"
+         << (ev.missing_ranks.size() > 1 ? "s " : " ")
+         << RankList(ev.missing_ranks) << " did not submit it within "
+         << "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" << stall_.shutdown_seconds
+         << " s (submitted by rank" << (present.size() > 1 ? "s " : " ")
+         << RankList(present) << ")";
+      resp.error = os.str();
+      failed->push_back(std::move(resp));
+      ended.push_back(name);
+    } else {
+      e.warned = now;
+    }
+    stalls->push_back(std::move(ev));
+  }
+  for (const std::string& name : ended) {
+    table_.erase(name);
+    std::erase(table_order_, name);
+  }
+}
+
+std::vector<Response> GroupRelease::Release(std::vector<Response> ready) {
+  // Every rank sees the same ready lists in the same order, so the pools
+  // fill and release identically everywhere.
+  std::vector<Response> out;
+  out.reserve(ready.size());
+  for (Response& r : ready) {
+    if (r.group_size <= 1) {
+      out.push_back(std::move(r));
+      continue;
+    }
+    const std::string group = r.group;
+    const std::int32_t size = r.group_size;
+    GroupState& g = groups_[group];
+    ++g.arrived;
+    if (r.kind == Response::Kind::kError && g.error.empty()) {
+      // The first failure fails the whole group: members already waiting
+      // are released as failures now, later ones as they arrive.
+      g.error = "grouped allreduce '" + group + "' failed: " + r.error;
+      for (Response& waiting : g.members) {
+        waiting.kind = Response::Kind::kError;
+        waiting.error = g.error;
+        out.push_back(std::move(waiting));
+      }
+      g.members.clear();
+    }
+    if (!g.error.empty()) {
+      r.kind = Response::Kind::kError;
+      r.error = g.error;
+      out.push_back(std::move(r));
+    } else {
+      g.members.push_back(std::move(r));
+    }
+    if (g.arrived >= size) {
+      for (Response& m : g.members) out.push_back(std::move(m));
+      groups_.erase(group);
+    }
+  }
+  return out;
+}
+
+}  // namespace hvdtune::internal
