@@ -87,8 +87,16 @@ Controller::CycleResult Controller::RunCycle(
     }
     pending_.emplace(r.name, std::move(r));
   }
-  InvalidateStalledHits(now);
-  if (mpi_.rank == 0) coordinator_.CheckStalls(now, &result.stalls, &stalled_);
+  // The stall scans visit every waiting tensor: a few times per stall
+  // period is enough, and keeps them off most cycles.
+  const double threshold = StallThreshold(stall_);
+  if (threshold > 0 && now >= next_stall_scan_) {
+    next_stall_scan_ = now + std::clamp(threshold / 10, 0.01, 1.0);
+    InvalidateStalledHits(now);
+    if (mpi_.rank == 0) {
+      coordinator_.CheckStalls(now, &result.stalls, &stalled_);
+    }
+  }
 
   // [flags][hit bits][invalid bits (inverted)]
   const std::size_t words = WordsFor(cache_.capacity());
@@ -255,7 +263,6 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
 
 void Controller::InvalidateStalledHits(double now) {
   const double threshold = StallThreshold(stall_);
-  if (threshold <= 0) return;
   for (const auto& [bit, name] : hit_pending_) {
     if (now - pending_.at(name).enqueued > threshold) invalid_.push_back(bit);
   }

@@ -67,6 +67,7 @@ class Controller {
   ResponseCache cache_;
   StallSettings stall_;
   double (*clock_)();
+  double next_stall_scan_ = 0;
   /// Response errors produced by the stall check, sent at the next
   /// negotiation (rank 0).
   std::vector<Response> stalled_;
