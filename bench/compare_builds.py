@@ -42,8 +42,9 @@ BENCHES = {
 }
 
 
-def run(directory, bench, np, extra_env):
+def run(directory, bench, np, extra_env, extra_args):
     args, keys, value, _ = BENCHES[bench]
+    args = args + extra_args.get(bench, [])
     cmd = [MPIRUN, "-np", str(np)]
     for k, v in extra_env.items():
         cmd += ["-x", f"{k}={v}"]
@@ -72,6 +73,13 @@ def main():
     p.add_argument("--np", type=int, default=4)
     p.add_argument("--benches",
                    default="allreduce_bench,fusion_bench,negotiation_bench")
+    p.add_argument("--env", action="append", default=[],
+                   help="VAR=VALUE passed to every rank (repeatable), e.g. "
+                   "HOROVOD_AUTOTUNE=1")
+    p.add_argument("--args", action="append", default=[],
+                   help="BENCH=ARGS: more arguments for one bench, e.g. "
+                   "'synthetic_train=--until-frozen --workload many-small' "
+                   "(later flags override earlier ones)")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per row instead of the table")
     args = p.parse_args()
@@ -80,18 +88,28 @@ def main():
         if b not in BENCHES:
             sys.exit(f"--benches: unknown bench '{b}' (expected one of "
                      f"{', '.join(BENCHES)})")
+    env = {}
+    for item in args.env:
+        if "=" not in item:
+            sys.exit(f"--env: expected VAR=VALUE, got '{item}'")
+        k, v = item.split("=", 1)
+        env[k] = v
+    extra_args = {}
+    for item in args.args:
+        bench, _, rest = item.partition("=")
+        extra_args.setdefault(bench, []).extend(rest.split())
     results = {b: {"a": {}, "b": {}} for b in benches}
     for r in range(args.rounds):
         for bench in benches:
             order = ["a", "b"] if r % 2 == 0 else ["b", "a"]
             for side in order:
                 d = args.a if side == "a" else args.b
-                for key, v in run(d, bench, args.np, {}).items():
+                for key, v in run(d, bench, args.np, env, extra_args).items():
                     results[bench][side].setdefault(key, []).append(v)
         print(f"# round {r + 1}/{args.rounds} done", file=sys.stderr)
     if not args.json:
         print(f"# {args.rounds} interleaved rounds, {args.np} ranks; medians; "
-              f"ratio = B / A")
+              f"ratio = B / A" + (f"; env {' '.join(args.env)}" if env else ""))
         print(f"{'bench':18} {'row':34} {'metric':26} {'A':>11} {'B':>11} "
               f"{'B/A':>7}")
     for bench in benches:

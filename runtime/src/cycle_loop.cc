@@ -51,7 +51,7 @@ void RuntimeImpl::RunCycle(bool* stop) {
     std::cerr << "[hvdtune rank " << mpi_.rank
               << "] negotiation failed, stopping: " << result.status.ToString()
               << std::endl;
-    bus_.Emit(&EventSink::OnError,
+    bus_.Emit(EventKind::kError, &EventSink::OnError,
               ErrorEvent{ErrorEvent::Kind::kNegotiation, "",
                          result.status.message(), negotiated});
     FailEverything(result.status);
@@ -72,7 +72,7 @@ void RuntimeImpl::RunCycle(bool* stop) {
     stats_.cache_misses += result.cache_misses;
   }
   for (const StallEvent& stall : result.stalls) {
-    bus_.Emit(&EventSink::OnStall, stall);
+    bus_.Emit(EventKind::kStall, &EventSink::OnStall, stall);
   }
   ready_entries_.clear();
   for (const Response& r : result.ready) {
@@ -85,7 +85,7 @@ void RuntimeImpl::RunCycle(bool* stop) {
       executor_->Run(result.ready, ready_entries_, cycle_knobs_,
                      config_.settings.fusion_lookahead, *this);
   if (result.knob_update) ApplyKnobUpdate(*result.knob_update);
-  if (!bus_.empty()) {
+  if (bus_.wants(EventKind::kCycle)) {
     CycleEvent e;
     e.cycle = stats_.cycles;  // only this thread writes it
     e.start = start;
@@ -98,7 +98,7 @@ void RuntimeImpl::RunCycle(bool* stop) {
     e.fusion_threshold = cycle_knobs_.fusion_threshold_bytes();
     e.cache_hits = static_cast<int>(result.cache_hits);
     e.cache_misses = static_cast<int>(result.cache_misses);
-    bus_.Emit(&EventSink::OnCycle, e);
+    bus_.Emit(EventKind::kCycle, &EventSink::OnCycle, e);
   }
   if (autotuner_) PollAutotuner();
   if (result.shutdown) *stop = true;
@@ -117,11 +117,13 @@ void RuntimeImpl::PollAutotuner() {
     out.errors.push_back(
         {ErrorEvent::Kind::kAutotune, "", e.what(), RuntimeClock()});
   }
-  for (const auto& e : out.samples) bus_.Emit(&EventSink::OnAutotuneSample, e);
+  for (const auto& e : out.samples)
+    bus_.Emit(EventKind::kAutotuneSample, &EventSink::OnAutotuneSample, e);
   for (const auto& e : out.phase_changes) {
-    bus_.Emit(&EventSink::OnPhaseChange, e);
+    bus_.Emit(EventKind::kPhaseChange, &EventSink::OnPhaseChange, e);
   }
-  for (const auto& e : out.errors) bus_.Emit(&EventSink::OnError, e);
+  for (const auto& e : out.errors)
+    bus_.Emit(EventKind::kError, &EventSink::OnError, e);
   std::lock_guard<std::mutex> lock(mu_);
   if (out.update && out.errors.empty()) QueueKnobUpdateLocked(*out.update);
   stats_.autotune_seconds += RuntimeClock() - start;
@@ -135,13 +137,13 @@ void RuntimeImpl::OnCollective(const CollectiveEvent& e) {
       stats_.bytes_allreduced += static_cast<std::uint64_t>(e.bytes);
     }
   }
-  bus_.Emit(&EventSink::OnCollective, e);
+  bus_.Emit(EventKind::kCollective, &EventSink::OnCollective, e);
 }
 
 void RuntimeImpl::Finish(TensorEntry& e, Status s, double started,
                          double finished, int fused_with) {
   ++tensors_this_cycle_;
-  if (!bus_.empty()) {
+  if (bus_.wants(EventKind::kTensor)) {
     TensorEvent t;
     t.name = e.request.name;
     t.op = e.request.type;
@@ -154,15 +156,15 @@ void RuntimeImpl::Finish(TensorEntry& e, Status s, double started,
     t.finished = finished;
     t.fused_with = fused_with;
     t.status = s.code();
-    bus_.Emit(&EventSink::OnTensor, t);
-    if (!s.ok()) {
-      const auto kind =
-          s.code() == StatusCode::kMismatch  ? ErrorEvent::Kind::kMismatch
-          : s.code() == StatusCode::kStalled ? ErrorEvent::Kind::kStallShutdown
-                                             : ErrorEvent::Kind::kBackend;
-      bus_.Emit(&EventSink::OnError,
-                ErrorEvent{kind, e.request.name, s.message(), finished});
-    }
+    bus_.Emit(EventKind::kTensor, &EventSink::OnTensor, t);
+  }
+  if (!s.ok() && bus_.wants(EventKind::kError)) {
+    const auto kind =
+        s.code() == StatusCode::kMismatch  ? ErrorEvent::Kind::kMismatch
+        : s.code() == StatusCode::kStalled ? ErrorEvent::Kind::kStallShutdown
+                                           : ErrorEvent::Kind::kBackend;
+    bus_.Emit(EventKind::kError, &EventSink::OnError,
+              ErrorEvent{kind, e.request.name, s.message(), finished});
   }
   std::shared_ptr<HandleState> handle = std::move(e.handle);
   const auto it = in_flight_.find(e.request.name);
@@ -201,7 +203,7 @@ void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {
     stats_.knob_update_cycle = stats_.cycles;
     cycle = stats_.cycles;
   }
-  bus_.Emit(&EventSink::OnKnobsApplied,
+  bus_.Emit(EventKind::kKnobsApplied, &EventSink::OnKnobsApplied,
             KnobsAppliedEvent{update.version, cycle, previous, update.values,
                               RuntimeClock()});
 }

@@ -10,7 +10,12 @@
 namespace hvdtune::internal {
 
 void EventBus::Attach(std::shared_ptr<EventSink> sink) {
-  if (sink) sinks_.push_back(std::move(sink));
+  if (!sink) return;
+  const EventMask mask = sink->interests();
+  for (unsigned k = 0; k < by_kind_.size(); ++k) {
+    if (mask & (1u << k)) by_kind_[k].push_back(sink.get());
+  }
+  sinks_.push_back(std::move(sink));
 }
 
 void EventBus::Start(const RuntimeInfo& info) {
@@ -19,7 +24,7 @@ void EventBus::Start(const RuntimeInfo& info) {
     try {
       sinks_[i]->OnStart(info);
     } catch (const std::exception& e) {
-      Detach(i--, e.what());
+      Detach(sinks_[i--].get(), e.what());
     }
   }
 }
@@ -29,13 +34,13 @@ void EventBus::Stop() {
     try {
       sinks_[i]->OnStop();
     } catch (const std::exception& e) {
-      Detach(i--, e.what());
+      Detach(sinks_[i--].get(), e.what());
     }
   }
 }
 
-void EventBus::Detach(std::size_t index, const char* why) {
-  const EventSink& sink = *sinks_[index];
+void EventBus::Detach(EventSink* detached, const char* why) {
+  const EventSink& sink = *detached;
   const char* mangled = typeid(sink).name();
   int rc = 0;
   char* name = abi::__cxa_demangle(mangled, nullptr, nullptr, &rc);
@@ -45,7 +50,8 @@ void EventBus::Detach(std::size_t index, const char* why) {
      << " failed and was detached: " << why << "; the job goes on without it\n";
   std::free(name);
   std::cerr << os.str() << std::flush;
-  sinks_.erase(sinks_.begin() + static_cast<std::ptrdiff_t>(index));
+  for (auto& list : by_kind_) std::erase(list, detached);
+  std::erase_if(sinks_, [&](const auto& s) { return s.get() == detached; });
 }
 
 }  // namespace hvdtune::internal

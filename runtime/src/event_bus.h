@@ -1,6 +1,7 @@
 // Fans the event stream out to the attached sinks, on the cycle thread.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -12,18 +13,28 @@ class EventBus {
  public:
   void Attach(std::shared_ptr<EventSink> sink);
   bool empty() const { return sinks_.empty(); }
+  /// Some sink wants events of this kind (build them only then).
+  bool wants(EventKind kind) const {
+    return !by_kind_[static_cast<unsigned>(kind)].empty();
+  }
 
-  /// Calls `method` with `event` on every sink. A sink that throws is
-  /// detached with one warning on stderr; the others still get the event.
+  /// Calls `method` with `event` on every sink that wants `kind`. A sink
+  /// that throws is detached with one warning on stderr; the others still
+  /// get the event.
   template <class Event>
-  void Emit(void (EventSink::*method)(const Event&), const Event& event) {
-    for (std::size_t i = 0; i < sinks_.size(); ++i) {
+  void Emit(EventKind kind, void (EventSink::*method)(const Event&),
+            const Event& event) {
+    auto& sinks = by_kind_[static_cast<unsigned>(kind)];
+    for (std::size_t i = 0; i < sinks.size(); ++i) {
+      EventSink* sink = sinks[i];
       try {
-        (sinks_[i].get()->*method)(event);
+        (sink->*method)(event);
       } catch (const std::exception& e) {
-        Detach(i--, e.what());
+        Detach(sink, e.what());
+        --i;
       } catch (...) {
-        Detach(i--, "unknown exception");
+        Detach(sink, "unknown exception");
+        --i;
       }
     }
   }
@@ -31,9 +42,11 @@ class EventBus {
   void Stop();
 
  private:
-  void Detach(std::size_t index, const char* why);
+  void Detach(EventSink* sink, const char* why);
 
   std::vector<std::shared_ptr<EventSink>> sinks_;
+  std::array<std::vector<EventSink*>, static_cast<unsigned>(EventKind::kCount)>
+      by_kind_;
   int rank_ = 0;
 };
 

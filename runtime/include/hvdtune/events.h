@@ -163,11 +163,34 @@ struct StallEvent {
   double time = 0;
 };
 
+/// The kinds of event, for EventSink::interests().
+enum class EventKind : unsigned {
+  kCycle,
+  kCollective,
+  kTensor,
+  kKnobsApplied,
+  kAutotuneSample,
+  kPhaseChange,
+  kError,
+  kStall,
+  kCount,
+};
+using EventMask = unsigned;
+constexpr EventMask EventBit(EventKind k) {
+  return 1u << static_cast<unsigned>(k);
+}
+inline constexpr EventMask kAllEvents =
+    (1u << static_cast<unsigned>(EventKind::kCount)) - 1;
+
 /// Receives the event stream. Every method has an empty default, so a sink
 /// overrides what it needs.
 class EventSink {
  public:
   virtual ~EventSink() = default;
+  /// The kinds this sink wants, read once when it is attached. Events no
+  /// sink wants are never built (a sink that only logs stalls costs the
+  /// per-tensor path nothing).
+  virtual EventMask interests() const { return kAllEvents; }
   /// Once, before the cycle thread starts.
   virtual void OnStart(const RuntimeInfo& info) { (void)info; }
   virtual void OnCycle(const CycleEvent& e) { (void)e; }

@@ -58,6 +58,8 @@ class GpAutotuner final : public Autotuner {
     }
   }
 
+  EventMask interests() const override { return EventBit(EventKind::kTensor); }
+
   void MarkStep(double now) override {
     std::lock_guard<std::mutex> lock(marks_mu_);
     marks_.push_back(now);

@@ -16,6 +16,9 @@ class AutotuneLogSink final : public EventSink {
   /// The header line (without newline).
   static std::string Header();
 
+  EventMask interests() const override {
+    return EventBit(EventKind::kAutotuneSample);
+  }
   void OnStart(const RuntimeInfo& info) override;
   void OnAutotuneSample(const AutotuneSampleEvent& e) override;
 

@@ -8,6 +8,10 @@ namespace hvdtune::internal {
 
 class StderrLogSink final : public EventSink {
  public:
+  EventMask interests() const override {
+    return EventBit(EventKind::kPhaseChange) | EventBit(EventKind::kStall) |
+           EventBit(EventKind::kError);
+  }
   void OnStart(const RuntimeInfo& info) override { rank_ = info.rank; }
   void OnPhaseChange(const PhaseChangeEvent& e) override;
   void OnStall(const StallEvent& e) override;
