@@ -1,11 +1,118 @@
 #include "hvdtune/runtime.h"
 
+#include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <unordered_set>
 
+#include "argument_checks.h"
 #include "runtime_impl.h"
 
 namespace hvdtune {
+
+namespace internal {
+
+TensorSize SizeOf(const std::string& name, std::span<const std::int64_t> shape,
+                  DataType dtype, std::int64_t max_bytes) {
+  TensorSize out;
+  const int t = static_cast<int>(dtype);
+  if (t < 0 || t >= kNumDataTypes) {
+    out.error = "unknown dtype " + std::to_string(t) + " for tensor '" + name +
+                "' (0.." + std::to_string(kNumDataTypes - 1) + ")";
+    return out;
+  }
+  for (std::int64_t d : shape) {
+    if (d < 0) {
+      out.error = "negative dimension " + std::to_string(d) + " in tensor '" +
+                  name + "'";
+      return out;
+    }
+  }
+  // Dimensions multiply in checked arithmetic: {3, 2^62} must not wrap to a
+  // small (or zero) count that would pass as a valid tensor.
+  const auto elem = static_cast<std::int64_t>(DataTypeSize(dtype));
+  std::int64_t n = 1;
+  bool zero = false;
+  for (std::int64_t d : shape) zero = zero || d == 0;
+  if (zero) n = 0;
+  std::int64_t bytes = 0;
+  bool overflow = false;
+  for (std::size_t i = 0; !zero && !overflow && i < shape.size(); ++i) {
+    overflow = __builtin_mul_overflow(n, shape[i], &n);
+  }
+  overflow = overflow || __builtin_mul_overflow(n, elem, &bytes);
+  if (overflow || bytes > max_bytes) {
+    std::string dims;
+    for (std::int64_t d : shape) {
+      dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    }
+    out.error = "tensor '" + name + "' of shape {" + dims +
+                "} is too large: " + "its size in bytes does not fit in " +
+                std::to_string(max_bytes) + " bytes";
+    return out;
+  }
+  out.elements = n;
+  out.bytes = bytes;
+  return out;
+}
+
+namespace {
+
+constexpr std::int64_t kMaxBytes = std::numeric_limits<std::int64_t>::max();
+
+// Name, dtype, shape and buffer: what every collective shares.
+std::string CheckTensor(const std::string& name, const void* data,
+                        std::span<const std::int64_t> shape, DataType dtype,
+                        std::int64_t max_bytes) {
+  if (name.empty()) return "tensor name must not be empty";
+  TensorSize size = SizeOf(name, shape, dtype, max_bytes);
+  if (!size.error.empty()) return size.error;
+  if (size.elements > 0 && data == nullptr) {
+    return "null buffer for tensor '" + name + "' of " +
+           std::to_string(size.elements) + " elements";
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string CheckAllreduceArgs(const std::string& name, const void* input,
+                               const void* output,
+                               std::span<const std::int64_t> shape,
+                               DataType dtype, ReduceOp op) {
+  std::string err = CheckTensor(name, input, shape, dtype, kMaxBytes);
+  if (err.empty()) err = CheckTensor(name, output, shape, dtype, kMaxBytes);
+  const int o = static_cast<int>(op);
+  if (err.empty() && (o < 0 || o >= kNumReduceOps)) {
+    err = "unknown reduce op " + std::to_string(o) + " for tensor '" + name +
+          "' (0.." + std::to_string(kNumReduceOps - 1) + ")";
+  }
+  return err;
+}
+
+std::string CheckBroadcastArgs(const std::string& name, const void* buffer,
+                               std::span<const std::int64_t> shape,
+                               DataType dtype, int root, int world_size) {
+  std::string err = CheckTensor(name, buffer, shape, dtype, kMaxBytes);
+  if (err.empty() && (root < 0 || root >= world_size)) {
+    err = "broadcast root " + std::to_string(root) + " of tensor '" + name +
+          "' is not a rank of 0.." + std::to_string(world_size - 1);
+  }
+  return err;
+}
+
+std::string CheckAllgatherArgs(const std::string& name, const void* input,
+                               std::span<const std::int64_t> shape,
+                               DataType dtype, int world_size) {
+  const std::int64_t max = kMaxBytes / std::max(world_size, 1);
+  std::string err = CheckTensor(name, input, shape, dtype, max);
+  if (err.empty() && shape.empty()) {
+    err = "allgather of tensor '" + name + "' needs at least one dimension";
+  }
+  return err;
+}
+
+}  // namespace internal
 
 using internal::HandleState;
 using internal::TensorEntry;
@@ -19,29 +126,6 @@ Handle Failed(Status s) {
   auto state = std::make_shared<HandleState>();
   state->Complete(std::move(s));
   return Handle(state);
-}
-
-// Checks the arguments every collective shares; empty string when fine.
-std::string CheckTensor(const std::string& name, const void* data,
-                        std::span<const std::int64_t> shape, DataType dtype) {
-  if (name.empty()) return "tensor name must not be empty";
-  if (static_cast<int>(dtype) >= kNumDataTypes) {
-    return "unknown dtype " + std::to_string(static_cast<int>(dtype)) +
-           " for tensor '" + name + "'";
-  }
-  std::int64_t n = 1;
-  for (std::int64_t d : shape) {
-    if (d < 0) {
-      return "negative dimension " + std::to_string(d) + " in tensor '" + name +
-             "'";
-    }
-    n *= d;
-  }
-  if (n > 0 && data == nullptr) {
-    return "null buffer for tensor '" + name + "' of " + std::to_string(n) +
-           " elements";
-  }
-  return {};
 }
 
 // An entry for one tensor; the collective-specific fields are set by the
@@ -132,11 +216,8 @@ int Runtime::cross_size() const { return impl_->mpi().cross_size; }
 Handle Runtime::Allreduce(std::string name, const void* input, void* output,
                           std::span<const std::int64_t> shape, DataType dtype,
                           ReduceOp op) {
-  std::string err = CheckTensor(name, input, shape, dtype);
-  if (err.empty()) err = CheckTensor(name, output, shape, dtype);
-  if (err.empty() && static_cast<int>(op) >= kNumReduceOps) {
-    err = "unknown reduce op for tensor '" + name + "'";
-  }
+  const std::string err =
+      internal::CheckAllreduceArgs(name, input, output, shape, dtype, op);
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
   TensorEntry e = MakeEntry(std::move(name), CollectiveType::kAllreduce, dtype,
                             shape, input, output);
@@ -152,14 +233,16 @@ Handle Runtime::GroupedAllreduce(std::string group,
   if (err.empty() && tensors.empty()) {
     err = "grouped allreduce '" + group + "' has no tensors";
   }
-  if (err.empty() && static_cast<int>(op) >= kNumReduceOps) {
-    err = "unknown reduce op for group '" + group + "'";
+  const int o = static_cast<int>(op);
+  if (err.empty() && (o < 0 || o >= kNumReduceOps)) {
+    err =
+        "unknown reduce op " + std::to_string(o) + " for group '" + group + "'";
   }
   std::unordered_set<std::string> names;
   for (const AllreduceTensor& t : tensors) {
     if (!err.empty()) break;
-    err = CheckTensor(t.name, t.input, t.shape, t.dtype);
-    if (err.empty()) err = CheckTensor(t.name, t.output, t.shape, t.dtype);
+    err = internal::CheckAllreduceArgs(t.name, t.input, t.output, t.shape,
+                                       t.dtype, op);
     if (err.empty() && !names.insert(t.name).second) {
       err = "tensor '" + t.name + "' appears twice in group '" + group + "'";
     }
@@ -181,11 +264,8 @@ Handle Runtime::GroupedAllreduce(std::string group,
 Handle Runtime::Broadcast(std::string name, void* buffer,
                           std::span<const std::int64_t> shape, DataType dtype,
                           int root) {
-  std::string err = CheckTensor(name, buffer, shape, dtype);
-  if (err.empty() && (root < 0 || root >= size())) {
-    err = "broadcast root " + std::to_string(root) + " of tensor '" + name +
-          "' is not a rank of 0.." + std::to_string(size() - 1);
-  }
+  const std::string err =
+      internal::CheckBroadcastArgs(name, buffer, shape, dtype, root, size());
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
   TensorEntry e = MakeEntry(std::move(name), CollectiveType::kBroadcast, dtype,
                             shape, buffer, buffer);
@@ -195,10 +275,8 @@ Handle Runtime::Broadcast(std::string name, void* buffer,
 
 Handle Runtime::Allgather(std::string name, const void* input,
                           std::span<const std::int64_t> shape, DataType dtype) {
-  std::string err = CheckTensor(name, input, shape, dtype);
-  if (err.empty() && shape.empty()) {
-    err = "allgather of tensor '" + name + "' needs at least one dimension";
-  }
+  const std::string err =
+      internal::CheckAllgatherArgs(name, input, shape, dtype, size());
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
   return EnqueueOne(MakeEntry(std::move(name), CollectiveType::kAllgather,
                               dtype, shape, input, nullptr));

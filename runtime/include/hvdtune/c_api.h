@@ -1,5 +1,17 @@
 /* C API over the hvdtune runtime, for bindings. Opaque handles only; every
- * call returns an hvdtune_status code (0 = OK) and never throws. */
+ * call returns an hvdtune_status code (0 = OK) and never throws.
+ *
+ * One rule for bad arguments: everything that can be checked on the calling
+ * rank alone (null pointers, an empty name, an unknown dtype or op, ndim
+ * outside 0..HVDTUNE_MAX_NDIM, a negative dimension, a tensor whose byte
+ * size does not fit in int64, a broadcast root that is not a rank, a null
+ * buffer for a non-empty tensor) is refused by the call itself with
+ * HVDTUNE_INVALID_ARGUMENT, *handle set to NULL (when handle is not NULL)
+ * and nothing enqueued; hvdtune_last_error() says why. A call on a runtime
+ * that was shut down returns HVDTUNE_ABORTED the same way. What only the
+ * ranks together can find (a shape or dtype that differs between ranks, a
+ * stalled rank, a shutdown while the operation was pending) is reported by
+ * the handle: hvdtune_wait()'s code and hvdtune_handle_error(). */
 #ifndef HVDTUNE_C_API_H_
 #define HVDTUNE_C_API_H_
 
@@ -25,17 +37,24 @@ enum {
   HVDTUNE_STALLED = 7,
 };
 
+/* The most dimensions a tensor may have. */
+#define HVDTUNE_MAX_NDIM 64
+
 /* dtype: 0 uint8, 1 int32, 2 int64, 3 float16, 4 bfloat16, 5 float32,
  * 6 float64. op: 0 sum, 1 average, 2 min, 3 max. */
 
-/* Creates a runtime from the process environment. On failure *out is NULL
- * and the message is copied into err (if err_len > 0). */
+/* Creates a runtime from the process environment; collective over
+ * MPI_COMM_WORLD. A bad or rank-dependent setting fails on every rank with
+ * HVDTUNE_CONFIG_ERROR (none hangs). On failure *out is NULL and the message
+ * is copied into err (truncated to err_len - 1 bytes; err may be NULL). */
 int hvdtune_init(hvdtune_runtime** out, char* err, size_t err_len);
-/* Stops the runtime on every rank; pending handles fail. Idempotent. */
+/* Stops the runtime on every rank; pending handles fail with
+ * HVDTUNE_ABORTED. Idempotent. HVDTUNE_INVALID_ARGUMENT for NULL. */
 int hvdtune_shutdown(hvdtune_runtime* rt);
-/* Shuts down if needed and frees the runtime. */
+/* Shuts down if needed and frees the runtime; NULL is ignored. */
 void hvdtune_destroy(hvdtune_runtime* rt);
 
+/* Topology; -1 for a NULL runtime. */
 int hvdtune_rank(const hvdtune_runtime* rt);
 int hvdtune_size(const hvdtune_runtime* rt);
 int hvdtune_local_rank(const hvdtune_runtime* rt);
@@ -43,26 +62,44 @@ int hvdtune_local_size(const hvdtune_runtime* rt);
 int hvdtune_cross_rank(const hvdtune_runtime* rt);
 int hvdtune_cross_size(const hvdtune_runtime* rt);
 
+/* Collectives: shape has ndim entries (it may be NULL only when ndim is 0,
+ * a scalar). Buffers must stay valid until the handle finished; on OK,
+ * *handle must be released with hvdtune_handle_release. */
 int hvdtune_allreduce(hvdtune_runtime* rt, const char* name, const void* input,
                       void* output, int ndim, const int64_t* shape, int dtype,
                       int op, hvdtune_handle** handle);
 int hvdtune_broadcast(hvdtune_runtime* rt, const char* name, void* buffer,
                       int ndim, const int64_t* shape, int dtype, int root,
                       hvdtune_handle** handle);
+/* ndim >= 1; the first dimension may differ between ranks. The gathered
+ * result (one rank's bytes times the world size) must fit in int64. */
 int hvdtune_allgather(hvdtune_runtime* rt, const char* name, const void* input,
                       int ndim, const int64_t* shape, int dtype,
                       hvdtune_handle** handle);
 
-/* 1 when done, 0 while in progress. */
+/* The message of the last call on this thread that failed with
+ * HVDTUNE_INVALID_ARGUMENT, HVDTUNE_ABORTED or HVDTUNE_INTERNAL before
+ * returning a handle ("" when none). Valid until this thread's next call. */
+const char* hvdtune_last_error(void);
+
+/* 1 when done, 0 while in progress, -HVDTUNE_INVALID_ARGUMENT for NULL (so
+ * that `while (!hvdtune_poll(h))` ends). */
 int hvdtune_poll(const hvdtune_handle* h);
 /* Blocks until done; returns the operation's status code. */
 int hvdtune_wait(hvdtune_handle* h);
-/* The error message of a finished handle ("" when OK). Valid until release. */
+/* The error message of a finished handle, however it was seen to finish
+ * (hvdtune_wait or hvdtune_poll): "" when OK or still in progress, "null
+ * handle" for NULL. Valid until release. */
 const char* hvdtune_handle_error(const hvdtune_handle* h);
-/* Allgather result: bytes and shape (ndim entries, at most max_ndim copied). */
+/* Allgather result: bytes and shape (ndim entries, at most max_ndim copied;
+ * shape may be NULL only when max_ndim is 0). data, bytes and ndim may be
+ * NULL. HVDTUNE_IN_PROGRESS while running, the handle's error code when it
+ * failed; other collectives give 0 bytes and ndim 0. */
 int hvdtune_handle_output(const hvdtune_handle* h, const void** data,
                           size_t* bytes, int64_t* shape, int max_ndim,
                           int* ndim);
+/* Frees a handle (an unfinished operation still completes); NULL is
+ * ignored. */
 void hvdtune_handle_release(hvdtune_handle* h);
 
 #ifdef __cplusplus

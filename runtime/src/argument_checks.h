@@ -1,0 +1,38 @@
+// The argument checks every collective entry point shares (C++ and C API):
+// everything that can be checked on the calling rank alone. Each returns ""
+// when the arguments are fine, else the error text for kInvalidArgument.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "hvdtune/types.h"
+
+namespace hvdtune::internal {
+
+/// Elements and bytes of a tensor of `shape` and `dtype`, or the reason
+/// there are none: a negative dimension, or a count whose byte size does not
+/// fit in `max_bytes` (every size the runtime computes is a signed 64-bit
+/// byte count, so `max_bytes` is at most INT64_MAX).
+struct TensorSize {
+  std::int64_t elements = 0;
+  std::int64_t bytes = 0;
+  std::string error;
+};
+TensorSize SizeOf(const std::string& name, std::span<const std::int64_t> shape,
+                  DataType dtype, std::int64_t max_bytes);
+
+std::string CheckAllreduceArgs(const std::string& name, const void* input,
+                               const void* output,
+                               std::span<const std::int64_t> shape,
+                               DataType dtype, ReduceOp op);
+std::string CheckBroadcastArgs(const std::string& name, const void* buffer,
+                               std::span<const std::int64_t> shape,
+                               DataType dtype, int root, int world_size);
+/// The gathered result must fit too: one rank's bytes times the world size.
+std::string CheckAllgatherArgs(const std::string& name, const void* input,
+                               std::span<const std::int64_t> shape,
+                               DataType dtype, int world_size);
+
+}  // namespace hvdtune::internal
