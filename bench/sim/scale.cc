@@ -67,25 +67,22 @@ double Problem::Score(const Config& c) const {
 }
 
 Config Problem::SearchOptimum() const {
+  // Unit vectors hold the continuous (and integer) axes first, then the
+  // categorical indices (SearchSpace::FromUnit).
   const tuner::SearchSpace& sp = space();
-  const int d = static_cast<int>(sp.size());
+  const int nc = sp.num_continuous();
   const std::vector<int> counts = sp.CategoryCounts();
-  const auto& cat_idx = sp.categorical_indices();
   int combos = 1;
   for (int k : counts) combos *= k;
   std::vector<std::pair<double, Eigen::VectorXd>> top;
   const int grid = 7;
-  Eigen::VectorXd u = Eigen::VectorXd::Zero(d);
+  Eigen::VectorXd u = Eigen::VectorXd::Zero(sp.num_free());
   std::vector<int> free_dims;
-  for (int i = 0; i < d; ++i) {
-    if (std::find(cat_idx.begin(), cat_idx.end(),
-                  static_cast<std::size_t>(i)) == cat_idx.end())
-      free_dims.push_back(i);
-  }
+  for (int i = 0; i < nc; ++i) free_dims.push_back(i);
   for (int combo = 0; combo < combos; ++combo) {
     int rest = combo;
     for (std::size_t c = 0; c < counts.size(); ++c) {
-      u[cat_idx[c]] = rest % counts[c];
+      u[nc + static_cast<int>(c)] = rest % counts[c];
       rest /= counts[c];
     }
     int points = 1;
