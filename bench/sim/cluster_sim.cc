@@ -1,0 +1,285 @@
+// cluster_sim: the cluster simulator's command line.
+//   --simulate   step time and throughput of one configuration
+//   --calibrate  predicted vs measured on this machine (--fit refits first)
+//   (default)    tuner at scale: regret of each optimizer per scenario
+// See the README's "Cluster simulator" section.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "bench_common.h"
+#include "calibration.h"
+#include "scale.h"
+#include "svg_plot.h"
+#include "workloads.h"
+
+namespace hs = hvdtune::sim;
+using hvdtune::KnobSettings;
+
+namespace {
+
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * (v.size() - 1);
+  const std::size_t lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - lo) * (v[hi] - v[lo]);
+}
+
+int RunCalibrate(bool fit, const std::string& shapes) {
+  hs::Preset shm = hs::FindPreset("cpu-shm"),
+             loop = hs::FindPreset("cpu-loopback");
+  if (fit) {
+    hs::FitPresets(shm, loop, shapes);
+    fmt::print("fitted constants (cpu-shm; cpu-loopback shares them):\n");
+    fmt::print(
+        "  intra_alpha {:.3g} s, intra_bw {:.3g} B/s, reduce_bw {:.3g} B/s, "
+        "copy_bw {:.3g} B/s\n  call_s {:.3g}, segment_s {:.3g}, cycle_s "
+        "{:.3g}, "
+        "tensor_s {:.3g}, cached_s {:.3g}, request_s {:.3g}\n"
+        "  loopback inter_alpha {:.3g} s, inter_bw {:.3g} B/s\n\n",
+        shm.intra_alpha, shm.intra_bw, shm.reduce_bw, shm.copy_bw, shm.call_s,
+        shm.segment_s, shm.cycle_s, shm.tensor_s, shm.cached_s, shm.request_s,
+        loop.inter_alpha, loop.inter_bw);
+  }
+  const auto rows = hs::Calibrate(shm, loop, shapes);
+  fmt::print(
+      "| bench | size / workload | algorithm | measured ms | predicted ms | "
+      "error |\n");
+  fmt::print("|---|---|---|---|---|---|\n");
+  int within = 0;
+  std::vector<double> errors;
+  for (const auto& r : rows) {
+    fmt::print("| {} | {} | {} | {:.3g} | {:.3g} | {:+.0f}% |\n", r.bench,
+               r.workload, r.algorithm, r.measured_s * 1e3, r.predicted_s * 1e3,
+               r.error() * 100);
+    within += std::abs(r.error()) <= 0.25;
+    errors.push_back(std::abs(r.error()));
+  }
+  fmt::print(
+      "\n{} of {} rows within 25%; median |error| {:.1f}%, max {:.1f}%\n",
+      within, rows.size(), Quantile(errors, 0.5) * 100,
+      *std::max_element(errors.begin(), errors.end()) * 100);
+  return 0;
+}
+
+int RunSimulate(const std::string& preset, int nodes, int rpn,
+                const std::string& workload,
+                const std::vector<std::string>& sets, const std::string& shapes,
+                bool json) {
+  KnobSettings k;
+  for (const std::string& s : sets) {
+    const auto eq = s.find('=');
+    const auto id = hvdtune::FindKnob(s.substr(0, eq));
+    if (eq == std::string::npos || !id) {
+      throw hvdtune::bench::UsageError("--set: expected knob=value, got '" + s +
+                                       "'");
+    }
+    k.Set(*id,
+          hvdtune::ParseKnobValue(hvdtune::GetKnobSpec(*id), s.substr(eq + 1)));
+  }
+  const hs::Workload w = hs::MakeWorkload(workload, shapes);
+  const hs::StepResult r =
+      hs::SimulateStep(hs::FindPreset(preset), {nodes, rpn}, w, k);
+  if (json) {
+    std::cout << nlohmann::json{{"preset", preset},
+                                {"nodes", nodes},
+                                {"ranks_per_node", rpn},
+                                {"workload", workload},
+                                {"knobs", k.ToString()},
+                                {"step_ms", r.step_s * 1e3},
+                                {"samples_per_sec", r.samples_per_s},
+                                {"cycles", r.cycles},
+                                {"calls", r.calls}}
+                     .dump()
+              << "\n";
+  } else {
+    fmt::print(
+        "{} on {} x {} ({}), {}\n  step {:.3f} ms, {:.1f} samples/s, "
+        "{} cycles with work, {} backend calls\n",
+        workload, nodes, rpn, preset, k.ToString(), r.step_s * 1e3,
+        r.samples_per_s, r.cycles, r.calls);
+  }
+  return 0;
+}
+
+struct ScaleOptions {
+  int seeds = 30;
+  int jobs = 1;
+  bool json = false;
+  std::vector<std::string> scenarios, optimizers;
+  std::string svg;
+};
+
+int RunScale(const ScaleOptions& o, const std::string& shapes) {
+  std::vector<hs::Scenario> scenarios;
+  for (const hs::Scenario& s : hs::DefaultScenarios()) {
+    if (o.scenarios.empty() || std::find(o.scenarios.begin(), o.scenarios.end(),
+                                         s.name) != o.scenarios.end())
+      scenarios.push_back(s);
+  }
+  if (scenarios.empty())
+    throw hvdtune::bench::UsageError("--scenarios: no such scenario");
+  const std::vector<std::string> optimizers =
+      o.optimizers.empty() ? hs::OptimizerNames() : o.optimizers;
+  std::vector<hs::Problem> problems;
+  for (const auto& s : scenarios) problems.emplace_back(s, shapes);
+  // Tasks: (problem, optimizer, seed) -> incumbents; the optimum per problem.
+  struct Task {
+    std::size_t problem, optimizer;
+    int seed;
+    hs::Incumbents result;
+  };
+  std::vector<Task> tasks;
+  for (std::size_t p = 0; p < problems.size(); ++p)
+    for (std::size_t a = 0; a < optimizers.size(); ++a)
+      for (int s = 0; s < o.seeds; ++s) tasks.push_back({p, a, s, {}});
+  std::vector<hvdtune::tuner::Config> optimum(problems.size());
+  std::atomic<std::size_t> next{0};
+  const std::size_t total = tasks.size() + problems.size();
+  auto worker = [&] {
+    for (std::size_t i; (i = next++) < total;) {
+      if (i < problems.size()) {
+        optimum[i] = problems[i].SearchOptimum();
+      } else {
+        Task& t = tasks[i - problems.size()];
+        t.result = hs::RunOptimizer(optimizers[t.optimizer],
+                                    problems[t.problem], 1000 + t.seed);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int j = 1; j < o.jobs; ++j) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+
+  std::vector<hs::Panel> panels;
+  if (!o.json) {
+    fmt::print(
+        "{} seeds; regret (f* - f(x)) / f* of the incumbent, median / p90\n",
+        o.seeds);
+  }
+  for (std::size_t p = 0; p < problems.size(); ++p) {
+    const hs::Problem& pr = problems[p];
+    // f*: the searched optimum, or anything an optimizer found that is better.
+    double best = pr.Score(optimum[p]);
+    for (const Task& t : tasks)
+      if (t.problem == p)
+        for (const auto& c : t.result) best = std::max(best, pr.Score(c));
+    const double def = pr.Score(pr.default_config());
+    const hs::Scenario& sc = pr.scenario();
+    if (!o.json) {
+      fmt::print(
+          "\n{}: {} x {} = {} ranks, {}, {}, noise {:.0f}%; best/default "
+          "{:.3f}x, "
+          "{:.1f}% of the space within 3% of best\n  best: {}\n",
+          sc.name, sc.cluster.nodes, sc.cluster.ranks_per_node,
+          sc.cluster.world(), sc.preset, sc.workload, sc.noise * 100,
+          best / def, 100 * pr.GoodFraction(best, 0.03, 2000),
+          pr.Knobs(optimum[p]).ToString());
+    }
+    hs::Panel panel{fmt::format("{} ({:.2f}x)", sc.name, best / def), {}};
+    for (std::size_t a = 0; a < optimizers.size(); ++a) {
+      hs::Series series{optimizers[a], {}, {}};
+      std::string line = fmt::format("  {:<14}", optimizers[a]);
+      for (std::size_t k = 0; k < std::size(hs::kCheckpoints); ++k) {
+        std::vector<double> r;
+        for (const Task& t : tasks)
+          if (t.problem == p && t.optimizer == a)
+            r.push_back(std::max(0.0, (best - pr.Score(t.result[k])) / best));
+        const double med = Quantile(r, 0.5), p90 = Quantile(r, 0.9);
+        series.x.push_back(hs::kCheckpoints[k]);
+        series.y.push_back(med);
+        if (o.json) {
+          std::cout << nlohmann::ordered_json{{"scenario", sc.name},
+                                              {"optimizer", optimizers[a]},
+                                              {"samples", hs::kCheckpoints[k]},
+                                              {"median_regret", med},
+                                              {"p90_regret", p90}}
+                           .dump()
+                    << "\n";
+        } else {
+          line += fmt::format("  @{}: {:.4f} / {:.4f}", hs::kCheckpoints[k],
+                              med, p90);
+        }
+      }
+      if (!o.json) fmt::print("{}\n", line);
+      panel.series.push_back(series);
+    }
+    panels.push_back(panel);
+    std::cout.flush();
+  }
+  if (!o.svg.empty()) {
+    std::ofstream out(o.svg);
+    out << hs::RenderSvg(
+        fmt::format("Median regret vs samples ({} seeds; best/default "
+                    "speed-up in brackets)",
+                    o.seeds),
+        panels, 4, 1e-4, 1.0, "samples", "median regret (log)");
+    if (!out) throw std::runtime_error("cannot write " + o.svg);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "cluster_sim: alpha-beta cluster simulator and tuner-at-scale benchmark"};
+  hvdtune::bench::ConfigureApp(app);
+  bool calibrate = false, fit = false, simulate = false;
+  ScaleOptions o;
+  std::string preset = "nvlink-ib", workload = "resnet50",
+              shapes = hvdtune::bench::DefaultShapesDir();
+  int nodes = 1, rpn = 8;
+  std::vector<std::string> sets;
+  app.add_flag("--calibrate", calibrate,
+               "predicted vs measured on this machine");
+  app.add_flag("--fit", fit, "with --calibrate: refit the CPU constants first");
+  app.add_flag("--simulate", simulate, "one configuration's step time");
+  app.add_option("--preset", preset, "--simulate: network preset");
+  app.add_option("--nodes", nodes, "--simulate: nodes")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--ranks-per-node", rpn, "--simulate: ranks per node")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--workload", workload, "--simulate: workload");
+  app.add_option("--set", sets, "--simulate: knob=value (knob table names)");
+  app.add_option("--seeds", o.seeds, "seeds per scenario")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--jobs", o.jobs, "worker threads (default 1)")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--scenarios", o.scenarios, "only these scenarios")
+      ->delimiter(',');
+  app.add_option("--optimizers", o.optimizers, "only these optimizers")
+      ->delimiter(',');
+  app.add_option("--svg", o.svg, "write the regret plot here");
+  app.add_option("--shapes-dir", shapes, "model shape files");
+  app.add_flag("--json", o.json, "JSON rows");
+  try {
+    if (!hvdtune::bench::ParseFlags(app, argc, argv, 0)) return 0;
+    if (calibrate) return RunCalibrate(fit, shapes);
+    if (simulate)
+      return RunSimulate(preset, nodes, rpn, workload, sets, shapes, o.json);
+    for (const auto& name : o.optimizers) {
+      const auto& all = hs::OptimizerNames();
+      if (std::find(all.begin(), all.end(), name) == all.end())
+        throw hvdtune::bench::UsageError("--optimizers: unknown optimizer '" +
+                                         name + "'");
+    }
+    return RunScale(o, shapes);
+  } catch (const hvdtune::bench::UsageError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "cluster_sim: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,167 @@
+// Presets and workloads of the cluster simulator. Where each number comes
+// from is in the README ("Cluster simulator").
+#include <algorithm>
+#include <stdexcept>
+
+#include "sim_model.h"
+#include "workloads.h"
+
+namespace hvdtune::sim {
+
+const std::vector<Preset>& Presets() {
+  static const std::vector<Preset> kPresets = [] {
+    // This machine, fitted by `cluster_sim --calibrate --fit` to the
+    // README's wave-1 measurements (4 ranks on 2 cores, shared memory).
+    Preset shm;
+    shm.name = "cpu-shm";
+    shm.description =
+        "this machine: 4 ranks on 2 cores, Open MPI shared memory";
+    shm.intra_alpha = 0;  // fitted to 0: call_s absorbs it
+    shm.intra_bw = 3.0e9;
+    shm.reduce_bw = 4.26e9;
+    shm.copy_bw = 19.5e9;
+    shm.call_s = 30.9e-6;
+    shm.segment_s = 35.7e-6;
+    shm.cycle_s = 208e-6;
+    shm.tensor_s = 4.82e-6;
+    shm.cached_s = 0.887e-6;
+    shm.request_s = 0.303e-6;
+    shm.compute_scale = 20;
+    shm.cpu_share = 1;
+    shm.inter_alpha = shm.intra_alpha;
+    shm.inter_bw = shm.intra_bw;
+
+    Preset loop = shm;  // 2 emulated nodes x 2 ranks: TCP over loopback
+    loop.name = "cpu-loopback";
+    loop.description = "this machine: emulated nodes, TCP over loopback";
+    loop.inter_alpha = 110e-6;
+    loop.inter_bw = 4.86e9;
+
+    Preset cpu = shm;  // CPU cluster: this machine's host costs, 10 GbE
+    cpu.name = "cpu-10gbe";
+    cpu.description = "CPU nodes (this machine's host costs) + 10 GbE";
+    cpu.inter_alpha = 40e-6;
+    cpu.inter_bw = 1.15e9;
+
+    Preset nv;
+    nv.name = "nvlink-ib";
+    nv.description =
+        "8 GPUs/node on NVLink (A100 class) + 8x200 Gb/s InfiniBand";
+    nv.intra_alpha = 3.4e-6;
+    nv.intra_bw = 230e9;
+    nv.inter_alpha = 6e-6;
+    nv.inter_bw = 185e9;
+    nv.reduce_bw = 500e9;
+    nv.copy_bw = 700e9;
+    nv.call_s = 10e-6;
+    nv.segment_s = 2e-6;
+    nv.cycle_s = 20e-6;
+    nv.tensor_s = 3e-6;
+    nv.cached_s = 0.3e-6;
+    nv.request_s = 0.1e-6;
+    nv.compute_scale = 1;
+
+    Preset pcie = nv;
+    pcie.name = "pcie-25gbe";
+    pcie.description =
+        "GPUs on PCIe gen3 (no NVLink) + one 25 GbE NIC per node";
+    pcie.intra_alpha = 5e-6;
+    pcie.intra_bw = 12e9;
+    pcie.inter_alpha = 20e-6;
+    pcie.inter_bw = 2.8e9;
+    pcie.reduce_bw = 300e9;
+    pcie.copy_bw = 300e9;
+    pcie.compute_scale = 1.5;
+    return std::vector<Preset>{nv, pcie, cpu, shm, loop};
+  }();
+  return kPresets;
+}
+
+const Preset& FindPreset(const std::string& name) {
+  for (const Preset& p : Presets()) {
+    if (p.name == name) return p;
+  }
+  throw std::invalid_argument("unknown preset '" + name + "'");
+}
+
+namespace {
+
+// Reference compute per step on one GPU (A100 class, batch per rank as
+// given): forward, backward. Assumptions, stated in the README.
+struct Compute {
+  const char* name;
+  double forward_s, backward_s;
+  int batch;
+};
+constexpr Compute kCompute[] = {
+    {"resnet50", 0.010, 0.020, 64},  {"vgg16", 0.025, 0.050, 64},
+    {"bert-base", 0.015, 0.030, 32}, {"many-small", 0.002, 0.005, 32},
+    {"narrow", 0.004, 0.008, 32},    {"far-optimum", 0.003, 0.012, 32},
+};
+
+// Backward compute of each gradient: half split evenly over the layers,
+// half by parameter bytes.
+void SpreadCompute(Workload& w, double backward_s) {
+  const double total = static_cast<double>(w.total_bytes());
+  const double n = static_cast<double>(w.gradients.size());
+  for (Gradient& g : w.gradients) {
+    g.backward_s = backward_s * (0.5 / n + 0.5 * g.bytes / total);
+  }
+}
+
+Gradient Float32(std::int64_t bytes) {
+  Gradient g;
+  g.bytes = bytes;
+  return g;
+}
+
+}  // namespace
+
+std::vector<std::string> WorkloadNames() {
+  std::vector<std::string> names;
+  for (const Compute& c : kCompute) names.emplace_back(c.name);
+  return names;
+}
+
+Workload MakeWorkload(const std::string& name, const std::string& shapes_dir) {
+  const Compute* compute = nullptr;
+  for (const Compute& c : kCompute) {
+    if (name == c.name) compute = &c;
+  }
+  if (compute == nullptr) {
+    throw std::invalid_argument("unknown workload '" + name + "'");
+  }
+  Workload w;
+  w.name = name;
+  w.forward_s = compute->forward_s;
+  w.batch_per_rank = compute->batch;
+  if (name == "narrow") {
+    // A recurrent language model: a few very large gradients (embedding
+    // and softmax, 2 x 128 MiB) and 24 LSTM weights of 8 MiB; the
+    // communication is bandwidth bound and the allreduce algorithm and
+    // ring segment have to match the network.
+    w.gradients.push_back(Float32(128 << 20));
+    for (int i = 0; i < 24; ++i) w.gradients.push_back(Float32(8 << 20));
+    w.gradients.push_back(Float32(128 << 20));
+  } else if (name == "far-optimum") {
+    // Many small gradients (400 x 16 KiB, a deep narrow network) that the
+    // application groups: grouping and the cycle time trade latency for
+    // fewer, larger messages.
+    for (int i = 0; i < 400; ++i) w.gradients.push_back(Float32(16 << 10));
+    w.app_groups = true;
+  } else {
+    const auto specs =
+        bench::LoadBuiltinWorkload("--workload", name, shapes_dir);
+    // Backward produces the gradients last layer first.
+    for (auto it = specs.rbegin(); it != specs.rend(); ++it) {
+      Gradient g = Float32(it->count *
+                           static_cast<std::int64_t>(DataTypeSize(it->dtype)));
+      g.dtype = it->dtype;
+      w.gradients.push_back(g);
+    }
+  }
+  SpreadCompute(w, compute->backward_s);
+  return w;
+}
+
+}  // namespace hvdtune::sim
