@@ -57,18 +57,17 @@ bool Near(const std::string& cell, double want) {
          std::fabs(std::stod(cell) - want) <= 1e-5 * std::fabs(want);
 }
 
-// True when a log row was measured under `k` (every knob the log has).
+// True when a log row was measured under `k`: the log has a column per knob,
+// named and formatted as the knob table does.
 bool LoggedUnder(const CsvRow& row, const KnobSettings& k) {
-  const auto at = [&](const char* column) { return Cell(row, column); };
-  return Near(at("cycle_time_ms"), k.cycle_time_ms()) &&
-         at("fusion_threshold_bytes") ==
-             std::to_string(k.fusion_threshold_bytes()) &&
-         at("cache_enabled") == (k.cache_capacity() > 0 ? "1" : "0") &&
-         at("allreduce_algorithm") == k.allreduce_algorithm_name() &&
-         at("ring_segment_bytes") == std::to_string(k.ring_segment_bytes()) &&
-         at("num_groups") == std::to_string(k.num_groups()) &&
-         at("hierarchical_allgather") ==
-             (k.hierarchical_allgather() ? "1" : "0");
+  for (const KnobSpec& spec : KnobTable()) {
+    const std::string cell = Cell(row, std::string(spec.name));
+    const bool same = spec.type == KnobType::kFloat
+                          ? Near(cell, k.Get(spec.id))
+                          : cell == k.FormatValue(spec.id);
+    if (!same) return false;
+  }
+  return true;
 }
 
 TEST(Autotune, ConvergesAndFreezesWithResultsUnchanged) {
