@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Type-checks a Grafana dashboard JSON (default: dashboard/hvdtune.json)
+# against the Dashboard type of Grafana's published schema (npm
+# @grafana/schema) with the TypeScript compiler, strict, with excess
+# property checks: the JSON becomes an object literal that must satisfy
+# Dashboard. Needs node_modules here (tools/setup.sh installs it).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+json=${1:-$here/../hvdtune.json}
+if [ ! -x "$here/node_modules/.bin/tsc" ] || [ ! -d "$here/node_modules/@grafana/schema" ]; then
+  echo "check_dashboard: $here/node_modules lacks typescript or @grafana/schema; run tools/setup.sh" >&2
+  exit 1
+fi
+work=$(mktemp -d "$here/.check.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+{
+  echo "import type { Dashboard } from '@grafana/schema';"
+  printf 'export const dashboard = '
+  cat "$json"
+  echo ' satisfies Dashboard;'
+} >"$work/dashboard.ts"
+cat >"$work/tsconfig.json" <<JSON
+{
+  "compilerOptions": {
+    "strict": true, "noEmit": true, "target": "ES2020",
+    "module": "ESNext", "moduleResolution": "bundler",
+    "skipLibCheck": true, "typeRoots": ["$here/node_modules/@types"],
+    "baseUrl": "$here", "paths": {"@grafana/schema": ["node_modules/@grafana/schema"]}
+  },
+  "files": ["dashboard.ts"]
+}
+JSON
+"$here/node_modules/.bin/tsc" -p "$work/tsconfig.json"
+echo "check_dashboard: $(basename "$json") satisfies @grafana/schema $(node -p "require('$here/node_modules/@grafana/schema/package.json').version") Dashboard"

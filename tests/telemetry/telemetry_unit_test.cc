@@ -1,0 +1,143 @@
+// Metrics sink and telemetry settings without MPI: the sink's families
+// follow the events it is given; bad HOROVOD_METRICS_* / HOROVOD_TIMELINE*
+// values stop configuration with the variable's name.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "hvdtune/config.h"
+#include "hvdtune/metrics/metrics_sink.h"
+#include "hvdtune/status.h"
+
+namespace hvdtune {
+namespace {
+
+EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars](std::string_view name) -> std::optional<std::string> {
+    auto it = vars.find(std::string(name));
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(TelemetrySettings, Defaults) {
+  const TelemetrySettings s = ParseConfig(Env({})).telemetry;
+  EXPECT_EQ(s.metrics_port, -1);
+  EXPECT_EQ(s.metrics_address, "127.0.0.1");
+  EXPECT_TRUE(s.timeline_path.empty());
+  EXPECT_FALSE(s.timeline_mark_cycles);
+}
+
+TEST(TelemetrySettings, ParsesValues) {
+  const TelemetrySettings s =
+      ParseConfig(Env({{"HOROVOD_METRICS_PORT", "9400"},
+                       {"HVDTUNE_METRICS_ADDRESS", "::1"},
+                       {"HOROVOD_TIMELINE", "/tmp/t.json"},
+                       {"HOROVOD_TIMELINE_MARK_CYCLES", "1"}}))
+          .telemetry;
+  EXPECT_EQ(s.metrics_port, 9400);
+  EXPECT_EQ(s.metrics_address, "::1");
+  EXPECT_EQ(s.timeline_path, "/tmp/t.json");
+  EXPECT_TRUE(s.timeline_mark_cycles);
+}
+
+void ExpectRejected(const char* var, const char* value) {
+  try {
+    ParseConfig(Env({{var, value}}));
+    FAIL() << var << "=" << value << " was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(var), std::string::npos) << e.what();
+  }
+}
+
+TEST(TelemetrySettings, RejectsBadValues) {
+  ExpectRejected("HOROVOD_METRICS_PORT", "80a");
+  ExpectRejected("HOROVOD_METRICS_PORT", "65536");
+  ExpectRejected("HOROVOD_METRICS_PORT", "-1");
+  ExpectRejected("HVDTUNE_METRICS_ADDRESS", "localhost:80");
+  ExpectRejected("HOROVOD_TIMELINE", "");
+  ExpectRejected("HOROVOD_TIMELINE_MARK_CYCLES", "maybe");
+}
+
+double Value(const std::string& text, const std::string& series) {
+  const auto at = text.find(series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 1));
+}
+
+TEST(MetricsSink, FamiliesFollowEvents) {
+  metrics::MetricsSink sink(metrics::MetricsOptions{});  // no endpoint
+  RuntimeInfo info;
+  info.rank = 3;
+  info.size = 4;
+  sink.OnStart(info);
+  EXPECT_EQ(sink.port(), 0);
+  EXPECT_EQ(sink.endpoint(), "");
+  CycleEvent c;
+  c.start = 1;
+  c.seconds = 0.002;
+  c.tensors = 5;
+  c.bytes = 1000;
+  c.fused_bytes = 500;
+  c.fusion_threshold = 1000;
+  c.cache_hits = 4;
+  c.cache_misses = 1;
+  sink.OnCycle(c);
+  CollectiveEvent col;
+  col.algorithm = "ring";
+  col.bytes = 1000;
+  col.seconds = 0.001;
+  sink.OnCollective(col);
+  TensorEvent t;
+  t.name = "layer1/weight";
+  t.bytes = 200;
+  sink.OnTensor(t);
+  AutotuneSampleEvent s;
+  s.phase = AutotunePhase::kWarmup;
+  s.score = 5e8;
+  s.best_score = 5e8;
+  sink.OnAutotuneSample(s);
+  PhaseChangeEvent p;
+  p.from = AutotunePhase::kExploring;
+  p.to = AutotunePhase::kRetuning;
+  sink.OnPhaseChange(p);
+  KnobsAppliedEvent k;
+  k.values.Set(KnobId::kFusionThreshold, 1 << 20);
+  sink.OnKnobsApplied(k);
+  sink.OnError({ErrorEvent::Kind::kMismatch, "x", "shape", 1});
+  sink.OnStall({"y", {1}, 61, false, 2});
+
+  const std::string text = sink.Scrape();
+  EXPECT_EQ(text.find("layer1"), std::string::npos);
+  const std::string r = "rank=\"3\"";
+  EXPECT_EQ(Value(text,
+                  "hvdtune_collective_bytes_total{algorithm=\"ring\",op="
+                  "\"allreduce\"," +
+                      r + "}"),
+            1000);
+  EXPECT_EQ(Value(text, "hvdtune_response_cache_hits_total{" + r + "}"), 4);
+  EXPECT_EQ(Value(text, "hvdtune_fusion_fill_ratio{" + r + "}"), 0.5);
+  EXPECT_EQ(
+      Value(text, "hvdtune_autotune_initial_score_bytes_per_second{" + r + "}"),
+      5e8);
+  EXPECT_EQ(Value(text, "hvdtune_autotune_phase{phase=\"retuning\"," + r + "}"),
+            1);
+  EXPECT_EQ(Value(text, "hvdtune_autotune_phase{phase=\"off\"," + r + "}"), 0);
+  EXPECT_EQ(Value(text, "hvdtune_autotune_retunes_total{" + r + "}"), 1);
+  EXPECT_EQ(
+      Value(text, "hvdtune_knob_value{knob=\"fusion_threshold\"," + r + "}"),
+      1 << 20);
+  EXPECT_EQ(Value(text, "hvdtune_errors_total{kind=\"mismatch\"," + r + "}"),
+            1);
+  EXPECT_EQ(Value(text, "hvdtune_stalls_total{kind=\"warning\"," + r + "}"), 1);
+  EXPECT_EQ(Value(text,
+                  "hvdtune_tensors_total{dtype=\"float32\",op="
+                  "\"allreduce\"," +
+                      r + "}"),
+            1);
+  EXPECT_NE(text.find("hvdtune_build_info{"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hvdtune
