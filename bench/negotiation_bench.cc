@@ -9,6 +9,12 @@
 // (a rank's figure includes waiting for later ranks to join the exchange, so
 // the table also shows the largest), median over repeats. Each repeat runs
 // cache on and off in a rotating order, each with a fresh Runtime.
+//
+// --compare-sink instead compares the cache-on runtime without an event sink
+// and with one (--sink): a counting sink (the event stream's own cost), the
+// metrics sink (HOROVOD_METRICS_PORT=0, endpoint included) or the timeline
+// (HOROVOD_TIMELINE), the latter two attached from the environment as users
+// get them.
 
 #include <fmt/format.h>
 #include <mpi.h>

@@ -9,7 +9,7 @@ PACKAGES=(
   libeigen3-dev libnlopt-dev libnlopt-cxx-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev
-  prometheus-cpp-dev prometheus nodejs
+  prometheus-cpp-dev prometheus nodejs python3-yaml
 )
 
 missing=()

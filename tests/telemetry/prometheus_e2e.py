@@ -25,6 +25,8 @@ import time
 import urllib.parse
 import urllib.request
 
+import yaml
+
 ENDPOINT = re.compile(r"\[hvdtune rank (\d+)\] metrics at http://([^/\s]+)/metrics")
 JOB = "hvdtune"
 
@@ -69,8 +71,8 @@ def dashboard_exprs(path):
         for t in p.get("targets", []):
             out.append(("panel '%s' %s" % (p["title"], t["refId"]), t["expr"]))
     for a in d["annotations"]["list"]:
-        if "expr" in a:
-            out.append(("annotation '%s'" % a["name"], a["expr"]))
+        if "expr" in a.get("target", {}):
+            out.append(("annotation '%s'" % a["name"], a["target"]["expr"]))
     for v in d["templating"]["list"]:
         if v["type"] == "query":
             q = v["query"]["query"] if isinstance(v["query"], dict) else v["query"]
@@ -83,14 +85,12 @@ def dashboard_exprs(path):
 
 def rule_exprs(path):
     out = []
-    for line_no, rule in enumerate(re.split(r"\n\s*- (?=record:|alert:)",
-                                            open(path).read())[1:]):
-        name = rule.split("\n")[0].split(":", 1)[1].strip()
-        m = re.search(r"expr: (\|\n((?:\s{10}.*\n?)+)|(.*))", rule)
-        expr = (m.group(2) or m.group(3)).strip()
-        out.append(("rule '%s'" % name, expr))
-        if rule.startswith("record:"):
-            out.append(("recorded series '%s'" % name, name))
+    for group in yaml.safe_load(open(path))["groups"]:
+        for rule in group["rules"]:
+            name = rule.get("record") or rule["alert"]
+            out.append(("rule '%s'" % name, rule["expr"].strip()))
+            if "record" in rule:
+                out.append(("recorded series '%s'" % name, name))
     return out
 
 
