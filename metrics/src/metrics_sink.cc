@@ -44,15 +44,17 @@ void MetricsSink::OnStart(const RuntimeInfo& info) {
     s.exposer->RegisterCollectable(s.registry);
     const std::vector<int> ports = s.exposer->GetListeningPorts();
     s.port = ports.empty() ? 0 : ports.front();
-    std::cerr << "[hvdtune rank " << info.rank << "] metrics at " << endpoint()
-              << std::endl;
+    // One write per line: ranks share the terminal.
+    std::cerr << ("[hvdtune rank " + std::to_string(info.rank) +
+                  "] metrics at " + endpoint() + "\n")
+              << std::flush;
   } catch (const std::exception& e) {
     s.exposer.reset();
-    std::cerr << "[hvdtune rank " << info.rank
-              << "] warning: no metrics endpoint: cannot listen on " << address
-              << ":" << port << " (" << e.what()
-              << "; HOROVOD_METRICS_PORT); the job goes on without it"
-              << std::endl;
+    std::cerr << ("[hvdtune rank " + std::to_string(info.rank) +
+                  "] warning: no metrics endpoint: cannot listen on " +
+                  address + ":" + std::to_string(port) + " (" + e.what() +
+                  "; HOROVOD_METRICS_PORT); the job goes on without it\n")
+              << std::flush;
   }
 }
 
