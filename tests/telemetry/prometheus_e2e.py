@@ -100,6 +100,7 @@ def main():
     p.add_argument("--mpirun", required=True)
     p.add_argument("--repo", required=True)
     args = p.parse_args()
+    args.repo = os.path.abspath(args.repo)
     for tool in ("prometheus", "promtool"):
         if not shutil.which(tool):
             fail("%s not found: install Debian's prometheus package "
@@ -200,6 +201,8 @@ def main():
             fail("%d of %d expressions returned nothing" %
                  (len(pending), len(exprs)))
         groups = get(base + "/api/v1/rules")["data"]["groups"]
+        if not groups:
+            fail("Prometheus loaded no rule group from " + rules)
         for g in groups:
             for r in g["rules"]:
                 if r.get("health") != "ok":
