@@ -185,7 +185,7 @@ def test_timeline(args, work):
         if n not in names:
             fail("no %s event in the timeline" % n)
     for e in events:
-        if e.get("ph") == "X" and (e["dur"] < 0 or e["ts"] < 0):
+        if e.get("ph") in ("X", "i") and (e.get("dur", 0) < 0 or e["ts"] < 0):
             fail("negative time in %r" % e)
     print("timeline: %d events, every tensor's spans" % len(events))
 

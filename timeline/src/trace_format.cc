@@ -87,6 +87,8 @@ void TraceFormatter::Span(std::string& out, const char* name, int row,
 
 void TraceFormatter::Instant(std::string& out, const std::string& name,
                              double at, const std::string& args) {
+  // Events stamped before the runtime started (or not stamped) go at 0.
+  if (at < t0_) at = t0_;
   out += ",\n{\"name\":" + JsonString(name) +
          ",\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":" +
          Number((at - t0_) * 1e6) + ",\"args\":{" + args + "}}";
