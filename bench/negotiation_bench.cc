@@ -9,6 +9,12 @@
 // (a rank's figure includes waiting for later ranks to join the exchange, so
 // the table also shows the largest), median over repeats. Each repeat runs
 // cache on and off in a rotating order, each with a fresh Runtime.
+//
+// --compare-sink instead compares the cache-on runtime without an event sink
+// and with one (--sink): a counting sink (the event stream's own cost), the
+// metrics sink (HOROVOD_METRICS_PORT=0, endpoint included) or the timeline
+// (HOROVOD_TIMELINE), the latter two attached from the environment as users
+// get them.
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -42,6 +48,11 @@ struct Options {
   /// Compare no event sink with a counting sink (cache on) instead of cache
   /// on with cache off.
   bool compare_sink = false;
+  std::string timeline_path = "negotiation_bench_timeline.json";
+  /// The sink compared with none: "counting" (the event stream alone),
+  /// "metrics" (HOROVOD_METRICS_PORT=0: the Prometheus sink and its
+  /// endpoint) or "timeline" (HOROVOD_TIMELINE, rank 0 writes a file).
+  std::string sink_kind = "counting";
 };
 
 // The cheapest useful sink: counts what the cycle thread reports, to
@@ -85,9 +96,18 @@ Sample Measure(const Options& opt, GradientSet& set, bool cache, bool sink,
                std::int64_t* capacity, int ranks) {
   std::map<std::string, std::string> overrides;
   if (!cache) overrides.emplace("HOROVOD_CACHE_CAPACITY", "0");
+  // The metrics and timeline sinks come the way users get them: from the
+  // environment, through DefaultServices.
+  const bool counted = sink && opt.sink_kind == "counting";
+  if (sink && opt.sink_kind == "metrics") {
+    overrides.emplace("HOROVOD_METRICS_PORT", "0");
+  }
+  if (sink && opt.sink_kind == "timeline") {
+    overrides.emplace("HOROVOD_TIMELINE", opt.timeline_path);
+  }
   RuntimeOptions options{EnvWithOverrides(std::move(overrides))};
   auto counting = std::make_shared<CountingSink>();
-  if (sink) options.sinks.push_back(counting);
+  if (counted) options.sinks.push_back(counting);
   Runtime runtime(options);
   *capacity = runtime.knobs().cache_capacity();
   set.ClearOutput();
@@ -100,8 +120,8 @@ Sample Measure(const Options& opt, GradientSet& set, bool cache, bool sink,
   const double step_seconds = TimeLoop(opt.steps, [&] { set.Step(runtime); });
   const RuntimeStats after = runtime.stats();
   runtime.Shutdown();
-  if (sink && counting->tensors() != static_cast<std::int64_t>(set.size()) *
-                                         (opt.steps + opt.warmup)) {
+  if (counted && counting->tensors() != static_cast<std::int64_t>(set.size()) *
+                                            (opt.steps + opt.warmup)) {
     throw std::runtime_error("the counting sink missed tensors");
   }
 
@@ -150,6 +170,13 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                "compare the cache-on runtime without an event sink and with "
                "a counting sink attached (the event stream's cost), instead "
                "of cache on and off");
+  app.add_option("--sink", opt.sink_kind,
+                 "with --compare-sink: the sink compared with none: counting, "
+                 "metrics (HOROVOD_METRICS_PORT=0) or timeline "
+                 "(HOROVOD_TIMELINE=--timeline-path)")
+      ->check(CLI::IsMember({"counting", "metrics", "timeline"}));
+  app.add_option("--timeline-path", opt.timeline_path,
+                 "the timeline file of --sink timeline (overwritten)");
   if (!ParseFlags(app, argc, argv, mpi.rank())) return 0;
 
   // [tensor count index][cache off = 0, on = 1] (with --compare-sink:
@@ -196,7 +223,7 @@ int Main(MpiSession& mpi, int argc, char** argv) {
     for (int c = 1; c >= 0; --c) {
       const Samples& s = samples[t][c];
       const char* cache = c || opt.compare_sink ? "on" : "off";
-      const char* sink = opt.compare_sink && c ? "counting" : "none";
+      const std::string sink = opt.compare_sink && c ? opt.sink_kind : "none";
       if (opt.json) {
         std::cout << JsonLine({{"tensors", opt.tensors[t]},
                                {"cache", cache},

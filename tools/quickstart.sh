@@ -14,10 +14,15 @@ HVDTUNE_BUILD_DIR=$build "$root/tools/build.sh"
 ranks=4
 args=(--workload resnet50 --scale 0.1 --batch-size 32 --json)
 # Runs the trainer with HOROVOD_AUTOTUNE=$1 on every rank; the rest are flags.
+# Every rank serves Prometheus metrics on $metrics_port + its local rank
+# (dashboard/prometheus.yml scrapes 9400-9403); each rank prints its
+# endpoint on stderr when it starts.
+metrics_port=${HOROVOD_METRICS_PORT:-9400}
 train() {
   local autotune=$1
   shift
-  HOROVOD_AUTOTUNE=$autotune "$root/tools/mpirun.sh" -np "$ranks" -x HOROVOD_AUTOTUNE \
+  HOROVOD_AUTOTUNE=$autotune HOROVOD_METRICS_PORT=$metrics_port \
+    "$root/tools/mpirun.sh" -np "$ranks" -x HOROVOD_AUTOTUNE -x HOROVOD_METRICS_PORT \
     "$build/bench/synthetic_train" "${args[@]}" "$@"
 }
 # The JSON line's numeric field $2 of object text $1.
@@ -29,6 +34,8 @@ default=$(train 0 --warmup-steps 10 --measure-steps 60)
 echo "$default"
 echo
 echo "== the same with HOROVOD_AUTOTUNE=1, until tuning froze =="
+echo "metrics while it runs: http://127.0.0.1:$metrics_port/metrics .. port $((metrics_port + ranks - 1))" \
+  "(Prometheus: prometheus --config.file=dashboard/prometheus.yml; Grafana: dashboard/hvdtune.json)"
 tuned=$(train 1 --until-frozen --max-steps 600 --measure-steps 60)
 echo "$tuned"
 

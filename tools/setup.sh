@@ -9,6 +9,7 @@ PACKAGES=(
   libeigen3-dev libnlopt-dev libnlopt-cxx-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev
+  prometheus-cpp-dev prometheus nodejs python3-yaml
 )
 
 missing=()
@@ -17,14 +18,20 @@ for p in "${PACKAGES[@]}"; do
   [ "$status" = "installed" ] || missing+=("$p")
 done
 
+# npm comes with NodeSource's nodejs; Debian's nodejs needs the npm package.
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages already installed"
-  exit 0
+else
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The dashboard's schema check: @grafana/schema and typescript from npm into
+# dashboard/check/node_modules (git-ignored), only when missing.
+"$(dirname "$0")/../dashboard/check/install.sh"

@@ -1,5 +1,7 @@
 #include "hvdtune/config.h"
 
+#include <arpa/inet.h>
+
 #include <cstdint>
 
 #include "hvdtune/status.h"
@@ -45,6 +47,35 @@ AutotuneSettings ParseAutotuneSettings(const EnvLookup& env) {
   return s;
 }
 
+TelemetrySettings ParseTelemetrySettings(const EnvLookup& env) {
+  TelemetrySettings s;
+  IfSet(env, "HOROVOD_METRICS_PORT",
+        [&](auto var, auto v) { s.metrics_port = Int(var, v, 0, 65535); });
+  IfSet(env, "HVDTUNE_METRICS_ADDRESS", [&](auto var, auto v) {
+    const std::string text(v);
+    unsigned char addr[16];
+    if (inet_pton(AF_INET, text.c_str(), addr) != 1 &&
+        inet_pton(AF_INET6, text.c_str(), addr) != 1) {
+      throw ConfigError(std::string(var) + "='" + text +
+                        "': not an IPv4 or IPv6 address (e.g. 127.0.0.1, "
+                        "0.0.0.0, ::1)");
+    }
+    s.metrics_address = text;
+  });
+  IfSet(env, "HOROVOD_TIMELINE", [&](auto var, auto v) {
+    if (v.empty()) {
+      throw ConfigError(std::string(var) +
+                        "='': expected a file path (unset it for no "
+                        "timeline)");
+    }
+    s.timeline_path = std::string(v);
+  });
+  IfSet(env, "HOROVOD_TIMELINE_MARK_CYCLES", [&](auto var, auto v) {
+    s.timeline_mark_cycles = ParseBoolSetting(var, v);
+  });
+  return s;
+}
+
 RuntimeConfig ParseConfig(const EnvLookup& env) {
   RuntimeConfig c;
   c.knobs = ParseKnobsFromEnv(env);
@@ -61,6 +92,7 @@ RuntimeConfig ParseConfig(const EnvLookup& env) {
     s.stall_shutdown_seconds = ParseFloatSetting(var, v, 0.0, 1e9, false);
   });
   c.autotune = ParseAutotuneSettings(env);
+  c.telemetry = ParseTelemetrySettings(env);
   return c;
 }
 

@@ -141,7 +141,9 @@ void RuntimeImpl::OnCollective(const CollectiveEvent& e) {
 }
 
 void RuntimeImpl::Finish(TensorEntry& e, Status s, double started,
-                         double finished, int fused_with) {
+                         double finished, int fused_with,
+                         double collective_started,
+                         double collective_finished) {
   ++tensors_this_cycle_;
   if (bus_.wants(EventKind::kTensor)) {
     TensorEvent t;
@@ -154,6 +156,8 @@ void RuntimeImpl::Finish(TensorEntry& e, Status s, double started,
     t.negotiated = e.negotiated;
     t.started = started;
     t.finished = finished;
+    t.collective_started = collective_started;
+    t.collective_finished = collective_finished;
     t.fused_with = fused_with;
     t.status = s.code();
     bus_.Emit(EventKind::kTensor, &EventSink::OnTensor, t);

@@ -2,8 +2,10 @@
 // HOROVOD_* variables. Tools, benchmarks and bindings use it too.
 #include <memory>
 
+#include "hvdtune/metrics/metrics_sink.h"
 #include "hvdtune/runtime.h"
 #include "hvdtune/services.h"
+#include "hvdtune/timeline/timeline_sink.h"
 #include "sinks/autotune_log.h"
 #include "sinks/stderr_log.h"
 
@@ -12,6 +14,19 @@ namespace hvdtune {
 Services DefaultServices(const RuntimeConfig& config) {
   Services s;
   s.sinks.push_back(std::make_shared<internal::StderrLogSink>());
+  // Metrics are kept on every rank (cheap counters); the endpoint serves
+  // them only when HOROVOD_METRICS_PORT is set.
+  const TelemetrySettings& t = config.telemetry;
+  if (t.metrics_port >= 0) {
+    s.sinks.push_back(std::make_shared<metrics::MetricsSink>(
+        metrics::MetricsOptions{t.metrics_port, t.metrics_address}));
+  }
+  if (!t.timeline_path.empty()) {
+    timeline::TimelineOptions options;
+    options.path = t.timeline_path;
+    options.mark_cycles = t.timeline_mark_cycles;
+    s.sinks.push_back(std::make_shared<timeline::TimelineSink>(options));
+  }
   if (config.autotune.enabled) {
     s.make_autotuner = MakeGpAutotuner;
     if (!config.autotune.log_path.empty()) {

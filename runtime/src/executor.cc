@@ -47,7 +47,7 @@ ExecutionTotals Executor::Run(const std::vector<Response>& ready,
       const double now = RuntimeClock();
       listener.Finish(
           e, r.stalled ? Status::Stalled(r.error) : Status::Mismatch(r.error),
-          now, now, 1);
+          now, now, 1, now, now);
     } else if (r.type == CollectiveType::kBroadcast) {
       Broadcast(e, listener, totals);
     } else if (r.type == CollectiveType::kAllgather) {
@@ -84,10 +84,14 @@ void Executor::Allreduce(const std::vector<TensorEntry*>& group,
     bytes += static_cast<std::int64_t>(b);
   }
   const double start = RuntimeClock();
+  // The reduction's span, for the timeline (copy-in before, copy-out after).
+  double reduce_start = -1, reduce_end = start;
   const Status s = fusion_buffer_.Allreduce(
       members_, esize, knobs.pipeline_chunk_bytes(),
       [&](const void* in, void* out, std::int64_t n) {
+        if (reduce_start < 0) reduce_start = RuntimeClock();
         Status st = algorithm.Run(ctx, in, out, n, dtype, wire_op);
+        reduce_end = RuntimeClock();
         if (st.ok() && op == ReduceOp::kAverage) {
           DivideBy(out, n, dtype, mpi_.size);
         }
@@ -100,7 +104,10 @@ void Executor::Allreduce(const std::vector<TensorEntry*>& group,
   const int n = static_cast<int>(group.size());
   listener.OnCollective({CollectiveType::kAllreduce, algorithm.name(), "mpi",
                          dtype, bytes, n, start, end - start, s.ok()});
-  for (TensorEntry* e : group) listener.Finish(*e, s, start, end, n);
+  if (reduce_start < 0) reduce_start = start;
+  for (TensorEntry* e : group) {
+    listener.Finish(*e, s, start, end, n, reduce_start, reduce_end);
+  }
 }
 
 void Executor::DeviceAllreduce(const std::vector<TensorEntry*>& group,
@@ -141,7 +148,7 @@ void Executor::DeviceAllreduce(const std::vector<TensorEntry*>& group,
     listener.OnCollective({CollectiveType::kAllreduce, algorithm->name(),
                            "nccl", dtype, bytes, 1, start, end - start,
                            s.ok()});
-    listener.Finish(*e, s, start, end, 1);
+    listener.Finish(*e, s, start, end, 1, start, end);
   }
 }
 
@@ -158,7 +165,7 @@ void Executor::Broadcast(TensorEntry& e, ExecutionListener& listener,
   listener.OnCollective({CollectiveType::kBroadcast, "native", b.name(),
                          e.request.dtype, bytes, 1, start, end - start,
                          s.ok()});
-  listener.Finish(e, s, start, end, 1);
+  listener.Finish(e, s, start, end, 1, start, end);
 }
 
 void Executor::Allgather(TensorEntry& e, const Response& resp,
@@ -198,7 +205,7 @@ void Executor::Allgather(TensorEntry& e, const Response& resp,
   listener.OnCollective(
       {CollectiveType::kAllgather, hierarchical ? "hierarchical" : "native",
        b.name(), e.request.dtype, rows * row, 1, start, end - start, s.ok()});
-  listener.Finish(e, s, start, end, 1);
+  listener.Finish(e, s, start, end, 1, start, end);
 }
 
 }  // namespace hvdtune::internal

@@ -25,8 +25,11 @@ class ExecutionListener {
   /// A backend call finished (before its tensors are finished).
   virtual void OnCollective(const CollectiveEvent& e) = 0;
   /// A tensor is done: complete its handle.
+  /// [collective_started, collective_finished]: the reduction itself,
+  /// inside [started, finished] (fusion copies around it).
   virtual void Finish(TensorEntry& e, Status s, double started, double finished,
-                      int fused_with) = 0;
+                      int fused_with, double collective_started,
+                      double collective_finished) = 0;
 };
 
 /// What one Run() did, for the cycle event.

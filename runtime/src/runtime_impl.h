@@ -51,7 +51,8 @@ class RuntimeImpl final : public ExecutionListener {
   // ExecutionListener (cycle thread).
   void OnCollective(const CollectiveEvent& e) override;
   void Finish(TensorEntry& e, Status s, double started, double finished,
-              int fused_with) override;
+              int fused_with, double collective_started,
+              double collective_finished) override;
 
  private:
   /// Serialises `values` as the next versioned update (caller holds mu_).

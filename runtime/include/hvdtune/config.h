@@ -46,10 +46,24 @@ struct RuntimeSettings {
   double stall_shutdown_seconds = 0;
 };
 
+/// Metrics endpoint and timeline (metrics/, timeline/).
+struct TelemetrySettings {
+  /// HOROVOD_METRICS_PORT: base port of the /metrics endpoints (a rank
+  /// listens on base + local rank; 0 = any free port; -1 = unset, none).
+  int metrics_port = -1;
+  /// HVDTUNE_METRICS_ADDRESS: the IPv4 or IPv6 address they bind.
+  std::string metrics_address = "127.0.0.1";
+  /// HOROVOD_TIMELINE: Chrome-trace file written by rank 0 (empty = none).
+  std::string timeline_path;
+  /// HOROVOD_TIMELINE_MARK_CYCLES: mark every active cycle in the timeline.
+  bool timeline_mark_cycles = false;
+};
+
 struct RuntimeConfig {
   KnobConfig knobs;
   RuntimeSettings settings;
   AutotuneSettings autotune;
+  TelemetrySettings telemetry;
   /// The application splits its gradient list into knobs num_groups groups,
   /// so the autotuner may tune num_groups (not an environment setting).
   bool tune_num_groups = false;
@@ -58,6 +72,9 @@ struct RuntimeConfig {
 /// Parses every HOROVOD_* / HVDTUNE_* setting strictly. Throws ConfigError
 /// naming the variable, the value and what is allowed.
 RuntimeConfig ParseConfig(const EnvLookup& env);
+
+/// Parses the metrics and timeline settings alone (part of ParseConfig).
+TelemetrySettings ParseTelemetrySettings(const EnvLookup& env);
 
 /// Parses the autotune settings alone (part of ParseConfig).
 AutotuneSettings ParseAutotuneSettings(const EnvLookup& env);

@@ -85,6 +85,12 @@ struct TensorEvent {
   double negotiated = 0;
   double started = 0;
   double finished = 0;
+  /// The reduction inside [started, finished]: before it, copying into the
+  /// fusion buffer; after it, copying out (with chunked pipelining, the
+  /// first chunk's copy-in and the last chunk's copy-out). Equal to
+  /// started / finished when nothing was copied.
+  double collective_started = 0;
+  double collective_finished = 0;
   /// The fused buffer it travelled in had this many tensors (1 = alone).
   int fused_with = 1;
   StatusCode status = StatusCode::kOk;

@@ -1,0 +1,314 @@
+#include "families.h"
+
+#include <mpi.h>
+
+#include <cmath>
+
+namespace hvdtune::metrics::internal {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+constexpr std::array<CollectiveType, kNumOps> kOps = {
+    CollectiveType::kAllreduce, CollectiveType::kBroadcast,
+    CollectiveType::kAllgather};
+
+// Powers of two times `first`, `n` boundaries.
+Histogram::BucketBoundaries Exponential(double first, int n) {
+  Histogram::BucketBoundaries b;
+  for (int i = 0; i < n; ++i) b.push_back(first * std::ldexp(1.0, i));
+  return b;
+}
+
+std::string MpiLibraryVersion() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return "unknown";
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
+  std::string s(text, static_cast<std::size_t>(length));
+  // The first line ("Open MPI v4.1.4, package: ...") up to the comma.
+  const auto end = s.find_first_of(",\n");
+  if (end != std::string::npos) s.resize(end);
+  return s;
+}
+
+}  // namespace
+
+Families::Families(prometheus::Registry& r, const RuntimeInfo& info) {
+  const prometheus::Labels rank = {{"rank", std::to_string(info.rank)}};
+  bytes_family = &BuildCounter()
+                      .Name("hvdtune_collective_bytes_total")
+                      .Help(
+                          "Bytes carried by backend calls (a fused buffer "
+                          "counts once), by collective and algorithm")
+                      .Labels(rank)
+                      .Register(r);
+  operations_family = &BuildCounter()
+                           .Name("hvdtune_collective_operations_total")
+                           .Help("Backend calls, by collective and algorithm")
+                           .Labels(rank)
+                           .Register(r);
+  for (CollectiveType op : kOps) {
+    std::vector<std::string_view> names = {"native"};
+    if (op == CollectiveType::kAllreduce) {
+      names.assign(AllreduceAlgorithms().begin(), AllreduceAlgorithms().end());
+    } else if (op == CollectiveType::kAllgather) {
+      names.push_back("hierarchical");
+    }
+    for (std::string_view n : names) Algorithm(op, n);
+  }
+  auto& latency = BuildHistogram()
+                      .Name("hvdtune_collective_latency_seconds")
+                      .Help("Duration of one backend call, by collective")
+                      .Labels(rank)
+                      .Register(r);
+  auto& tensors_family =
+      BuildCounter()
+          .Name("hvdtune_tensors_total")
+          .Help(
+              "Tensors finished (successfully or not), by collective and "
+              "dtype")
+          .Labels(rank)
+          .Register(r);
+  auto& tensor_bytes_family =
+      BuildCounter()
+          .Name("hvdtune_tensor_bytes_total")
+          .Help("Bytes of the tensors finished, by collective and dtype")
+          .Labels(rank)
+          .Register(r);
+  for (CollectiveType op : kOps) {
+    const auto o = static_cast<int>(op);
+    const std::string name(CollectiveTypeName(op));
+    collective_latency[o] = &latency.Add({{"op", name}}, Exponential(1e-5, 22));
+    for (int d = 0; d < kNumDataTypes; ++d) {
+      const std::string dtype(DataTypeName(static_cast<DataType>(d)));
+      tensors[o][d] = &tensors_family.Add({{"op", name}, {"dtype", dtype}});
+      tensor_bytes[o][d] =
+          &tensor_bytes_family.Add({{"op", name}, {"dtype", dtype}});
+    }
+  }
+
+  cycles = &BuildCounter()
+                .Name("hvdtune_cycles_total")
+                .Help("Cycles of the background thread, idle ones included")
+                .Labels(rank)
+                .Register(r)
+                .Add({});
+  active_cycles = &BuildCounter()
+                       .Name("hvdtune_active_cycles_total")
+                       .Help("Cycles that negotiated or ran tensors")
+                       .Labels(rank)
+                       .Register(r)
+                       .Add({});
+  cycle_duration = &BuildHistogram()
+                        .Name("hvdtune_cycle_duration_seconds")
+                        .Help("Duration of an active cycle")
+                        .Labels(rank)
+                        .Register(r)
+                        .Add({}, Exponential(1e-5, 22));
+  negotiation_duration =
+      &BuildHistogram()
+           .Name("hvdtune_negotiation_duration_seconds")
+           .Help("Time an active cycle spent agreeing on ready tensors")
+           .Labels(rank)
+           .Register(r)
+           .Add({}, Exponential(1e-6, 24));
+  cycle_tensors = &BuildHistogram()
+                       .Name("hvdtune_cycle_tensors")
+                       .Help("Tensors run in an active cycle")
+                       .Labels(rank)
+                       .Register(r)
+                       .Add({}, Exponential(1, 14));
+  fusion_fill = &BuildGauge()
+                     .Name("hvdtune_fusion_fill_ratio")
+                     .Help(
+                         "Fused bytes of the last cycle that fused, over the "
+                         "fusion threshold (0-1)")
+                     .Labels(rank)
+                     .Register(r)
+                     .Add({});
+  fused_bytes = &BuildCounter()
+                     .Name("hvdtune_fused_bytes_total")
+                     .Help(
+                         "Allreduce bytes that went through the fusion "
+                         "buffer")
+                     .Labels(rank)
+                     .Register(r)
+                     .Add({});
+  cache_hits = &BuildCounter()
+                    .Name("hvdtune_response_cache_hits_total")
+                    .Help("Tensors agreed on through the response cache")
+                    .Labels(rank)
+                    .Register(r)
+                    .Add({});
+  cache_misses = &BuildCounter()
+                      .Name("hvdtune_response_cache_misses_total")
+                      .Help("Tensors that needed full negotiation")
+                      .Labels(rank)
+                      .Register(r)
+                      .Add({});
+  throughput = &BuildGauge()
+                    .Name("hvdtune_throughput_bytes_per_second")
+                    .Help(
+                        "Bytes carried by backend calls per second over "
+                        "the last window of at least one second")
+                    .Labels(rank)
+                    .Register(r)
+                    .Add({});
+
+  auto& knob = BuildGauge()
+                   .Name("hvdtune_knob_value")
+                   .Help(
+                       "Current value of every knob (categorical knobs: "
+                       "the index of the choice; bools 0/1)")
+                   .Labels(rank)
+                   .Register(r);
+  auto& choice = BuildGauge()
+                     .Name("hvdtune_knob_choice")
+                     .Help(
+                         "1 for the current choice of a categorical or "
+                         "bool knob, 0 for the others")
+                     .Labels(rank)
+                     .Register(r);
+  for (const KnobSpec& spec : KnobTable()) {
+    const auto k = static_cast<int>(spec.id);
+    const std::string name(spec.name);
+    knob_value[k] = &knob.Add({{"knob", name}});
+    if (spec.type == KnobType::kCategorical) {
+      for (std::string_view c : spec.choices) {
+        knob_choice[k].push_back(
+            &choice.Add({{"knob", name}, {"choice", std::string(c)}}));
+      }
+    } else if (spec.type == KnobType::kBool) {
+      knob_choice[k].push_back(
+          &choice.Add({{"knob", name}, {"choice", "false"}}));
+      knob_choice[k].push_back(
+          &choice.Add({{"knob", name}, {"choice", "true"}}));
+    }
+  }
+  knob_changes = &BuildCounter()
+                      .Name("hvdtune_knob_changes_total")
+                      .Help("Knob updates applied by every rank")
+                      .Labels(rank)
+                      .Register(r)
+                      .Add({});
+
+  auto& phase_family = BuildGauge()
+                           .Name("hvdtune_autotune_phase")
+                           .Help(
+                               "1 for the autotuner's current phase, 0 for "
+                               "the others (rank 0 tunes)")
+                           .Labels(rank)
+                           .Register(r);
+  for (int p = 0; p < kNumPhases; ++p) {
+    phase[p] = &phase_family.Add(
+        {{"phase",
+          std::string(AutotunePhaseName(static_cast<AutotunePhase>(p)))}});
+  }
+  phase[0]->Set(1);
+  samples = &BuildCounter()
+                 .Name("hvdtune_autotune_samples_total")
+                 .Help("Samples the autotuner scored, warm-up included")
+                 .Labels(rank)
+                 .Register(r)
+                 .Add({});
+  retunes = &BuildCounter()
+                 .Name("hvdtune_autotune_retunes_total")
+                 .Help(
+                     "Times tuning re-opened after a frozen configuration "
+                     "degraded")
+                 .Labels(rank)
+                 .Register(r)
+                 .Add({});
+  auto score = [&](const char* name, const char* help) {
+    return &BuildGauge().Name(name).Help(help).Labels(rank).Register(r).Add({});
+  };
+  last_score = score("hvdtune_autotune_score_bytes_per_second",
+                     "Score of the last autotune sample (bytes reduced per "
+                     "second, median of its steps)");
+  best_score = score("hvdtune_autotune_best_score_bytes_per_second",
+                     "Best score observed so far");
+  initial_score = score("hvdtune_autotune_initial_score_bytes_per_second",
+                        "Score of the initial knobs (last warm-up sample)");
+
+  auto& error_family = BuildCounter()
+                           .Name("hvdtune_errors_total")
+                           .Help("Errors, by kind")
+                           .Labels(rank)
+                           .Register(r);
+  for (int k = 0; k < kNumErrorKinds; ++k) {
+    errors[k] = &error_family.Add(
+        {{"kind",
+          std::string(ErrorKindName(static_cast<ErrorEvent::Kind>(k)))}});
+  }
+  auto& stall_family =
+      BuildCounter()
+          .Name("hvdtune_stalls_total")
+          .Help(
+              "Stalled tensors reported by rank 0: warning (past "
+              "HOROVOD_STALL_CHECK_TIME_SECONDS) or shutdown (failed)")
+          .Labels(rank)
+          .Register(r);
+  stall_warnings = &stall_family.Add({{"kind", "warning"}});
+  stall_shutdowns = &stall_family.Add({{"kind", "shutdown"}});
+  auto& store_family = BuildCounter()
+                           .Name("hvdtune_store_lookups_total")
+                           .Help("Configuration store lookups, by result")
+                           .Labels(rank)
+                           .Register(r);
+  const char* results[] = {"hit", "near", "miss", "error"};
+  for (int i = 0; i < 4; ++i) {
+    store_lookups[i] = &store_family.Add({{"result", results[i]}});
+  }
+
+  BuildGauge()
+      .Name("hvdtune_build_info")
+      .Help("Always 1; the labels say what this rank runs")
+      .Labels(rank)
+      .Register(r)
+      .Add({{"version", HVDTUNE_VERSION_STRING},
+            {"backend", HVDTUNE_BACKENDS},
+            {"mpi_version", MpiLibraryVersion()},
+            {"nccl_version", HVDTUNE_NCCL_VERSION}})
+      .Set(1);
+  BuildGauge()
+      .Name("hvdtune_ranks")
+      .Help("Ranks in the job")
+      .Labels(rank)
+      .Register(r)
+      .Add({})
+      .Set(info.size);
+  SetKnobs(*this, info.knobs);
+}
+
+AlgorithmChildren& Families::Algorithm(CollectiveType op,
+                                       std::string_view name) {
+  auto& list = algorithms[static_cast<int>(op)];
+  for (AlgorithmChildren& a : list) {
+    if (a.algorithm == name) return a;
+  }
+  const prometheus::Labels labels = {
+      {"op", std::string(CollectiveTypeName(op))},
+      {"algorithm", std::string(name)}};
+  list.push_back({std::string(name), &bytes_family->Add(labels),
+                  &operations_family->Add(labels)});
+  return list.back();
+}
+
+void SetKnobs(Families& f, const KnobSettings& values) {
+  for (int k = 0; k < kNumKnobs; ++k) {
+    const double v = values.Get(static_cast<KnobId>(k));
+    f.knob_value[k]->Set(v);
+    auto& choices = f.knob_choice[k];
+    for (std::size_t c = 0; c < choices.size(); ++c) {
+      choices[c]->Set(static_cast<double>(c) == v ? 1 : 0);
+    }
+  }
+}
+
+}  // namespace hvdtune::metrics::internal
