@@ -9,6 +9,7 @@ PACKAGES=(
   libeigen3-dev libnlopt-dev libnlopt-cxx-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev
+  libsqlite3-dev
 )
 
 missing=()
