@@ -89,6 +89,36 @@ bool IsRoot() {
   return rank == 0;
 }
 
+TEST(StoreConfigTest, DatabasePathAndMode) {
+  EXPECT_EQ(ParseAutotuneSettings(Env({{"HOME", "/h"}})).db_path,
+            "/h/.local/state/hvdtune/store.db");
+  EXPECT_EQ(
+      ParseAutotuneSettings(Env({{"HOME", "/h"}, {"XDG_STATE_HOME", "/x"}}))
+          .db_path,
+      "/x/hvdtune/store.db");
+  EXPECT_EQ(ParseAutotuneSettings(
+                Env({{"HOME", "/h"}, {"HOROVOD_AUTOTUNE_DB", "/d/s.db"}}))
+                .db_path,
+            "/d/s.db");
+  EXPECT_EQ(ParseAutotuneSettings(Env({})).db_path, "");
+  EXPECT_EQ(ParseAutotuneSettings(Env({})).store_mode,
+            AutotuneStoreMode::kAuto);
+  EXPECT_EQ(ParseAutotuneSettings(Env({{"HVDTUNE_AUTOTUNE_STORE", "apply"}}))
+                .store_mode,
+            AutotuneStoreMode::kApply);
+  EXPECT_EQ(ParseAutotuneSettings(Env({{"HVDTUNE_AUTOTUNE_STORE", "off"}}))
+                .store_mode,
+            AutotuneStoreMode::kOff);
+  try {
+    ParseAutotuneSettings(Env({{"HVDTUNE_AUTOTUNE_STORE", "maybe"}}));
+    ADD_FAILURE() << "accepted 'maybe'";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("HVDTUNE_AUTOTUNE_STORE='maybe'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(WarmStartTest, SecondRunStartsFromTheStoreWithZeroExploration) {
   const std::string db = SharedDir("second") + "/store.db";
   const JobResult first = RunJob(TuneEnv(db));
