@@ -15,9 +15,12 @@
 # unless QUICKSTART_DB names one.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/tools/setup.sh"
 build=${HVDTUNE_BUILD_DIR:-$root/build}
-HVDTUNE_BUILD_DIR=$build "$root/tools/build.sh"
+# QUICKSTART_NO_BUILD=1: use an existing build as it is.
+if [ "${QUICKSTART_NO_BUILD:-0}" != 1 ]; then
+  "$root/tools/setup.sh"
+  HVDTUNE_BUILD_DIR=$build "$root/tools/build.sh"
+fi
 
 ranks=4
 rounds=${QUICKSTART_ROUNDS:-3}
