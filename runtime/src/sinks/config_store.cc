@@ -237,6 +237,9 @@ void ConfigStoreService::OnAutotuneSample(const AutotuneSampleEvent& e) {
   s.values = ToStored(e.values);
   s.score = e.score;
   s.time = WallClock();
+  if (frozen_ && e.phase == AutotunePhase::kFrozen) {
+    frozen_scores_.push_back(e.score);
+  }
   auto shared = shared_;
   writer_->Push([shared, s = std::move(s)](store::Store& db) {
     if (shared->run != 0) db.AddSamples(shared->run, {s});
@@ -244,9 +247,14 @@ void ConfigStoreService::OnAutotuneSample(const AutotuneSampleEvent& e) {
 }
 
 void ConfigStoreService::OnPhaseChange(const PhaseChangeEvent& e) {
-  if (!writer_ || e.to != AutotunePhase::kFrozen || e.score <= 0) return;
   // A configuration applied without tuning keeps the stored best as it is.
-  if (mode_ == AutotuneStoreMode::kApply) return;
+  if (!writer_ || mode_ == AutotuneStoreMode::kApply) return;
+  if (e.from == AutotunePhase::kFrozen) StoreFrozenBest();
+  if (e.to != AutotunePhase::kFrozen || e.score <= 0) return;
+  // Stored at once (a job that dies keeps it), then again at the end with
+  // the frozen samples' median.
+  frozen_ = e.values;
+  frozen_scores_.clear();
   store::Best best;
   best.values = ToStored(e.values);
   best.score = e.score;
@@ -259,8 +267,28 @@ void ConfigStoreService::OnPhaseChange(const PhaseChangeEvent& e) {
   });
 }
 
+void ConfigStoreService::StoreFrozenBest() {
+  if (!frozen_ || frozen_scores_.empty()) return;
+  std::vector<double> v = frozen_scores_;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  store::Best best;
+  best.values = ToStored(*frozen_);
+  best.score = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  best.time = WallClock();
+  frozen_.reset();
+  frozen_scores_.clear();
+  auto shared = shared_;
+  writer_->Push([shared, best](store::Store& db) mutable {
+    if (shared->run == 0) return;
+    best.run = shared->run;
+    db.SetBest(shared->hardware, shared->model, best);
+  });
+}
+
 void ConfigStoreService::OnStop() {
   if (!writer_) return;
+  if (mode_ != AutotuneStoreMode::kApply) StoreFrozenBest();
   auto shared = shared_;
   writer_->Push([shared](store::Store& db) {
     if (shared->run != 0) db.EndRun(shared->run, "completed", WallClock());

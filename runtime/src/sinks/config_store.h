@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "hvdtune/config.h"
 #include "hvdtune/services.h"
@@ -37,6 +39,10 @@ class ConfigStoreService final : public EventSink, public ConfigSource {
  private:
   struct Shared;
   void Warn(const std::string& what);
+  /// Stores the frozen configuration with the median of its frozen samples'
+  /// scores (the freeze's own score is the best of noisy samples, biased
+  /// upwards, and a later run confirms against the stored score).
+  void StoreFrozenBest();
 
   std::string path_;
   AutotuneStoreMode mode_;
@@ -44,6 +50,9 @@ class ConfigStoreService final : public EventSink, public ConfigSource {
   std::unique_ptr<store::Writer> writer_;
   mutable std::mutex mu_;
   std::string fingerprint_;
+  // Cycle thread: the configuration frozen on and its frozen samples' scores.
+  std::optional<KnobSettings> frozen_;
+  std::vector<double> frozen_scores_;
 };
 
 }  // namespace hvdtune::internal
