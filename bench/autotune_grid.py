@@ -190,7 +190,10 @@ def main():
     tuned = []
     frozen_configs = []
     for i in range(args.tune_runs):
-        row = run_trainer(args, {"HOROVOD_AUTOTUNE": "1"},
+        # Each tuning run from scratch: the config store would start the
+        # second run from the first one's result.
+        row = run_trainer(args, {"HOROVOD_AUTOTUNE": "1",
+                                 "HVDTUNE_AUTOTUNE_STORE": "off"},
                           ["--until-frozen", "--measure-steps",
                            str(max(args.measure_steps, 30))])
         if log:

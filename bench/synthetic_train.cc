@@ -408,13 +408,20 @@ int Main(MpiSession& mpi, int argc, char** argv) {
     if (!w.step_seconds.empty() && mpi.rank() == 0) {
       const double seconds =
           std::accumulate(w.step_seconds.begin(), w.step_seconds.end(), 0.0);
+      // While tuning, the progress: exploration sample n of the budget N.
+      std::string progress;
+      if (w.phase == AutotunePhase::kExploring ||
+          w.phase == AutotunePhase::kRetuning) {
+        progress = fmt::format("  sample {}/{}", rt.autotune_status().samples,
+                               rt.config().autotune.max_samples);
+      }
       fmt::print(log,
                  "steps {:6}-{:<6} {:<9} {:8} samples/s {:10.1f}  step "
-                 "{:8.2f} ms (median)\n",
+                 "{:8.2f} ms (median){}\n",
                  w.first_step, w.first_step + std::ssize(w.step_seconds) - 1,
                  AutotunePhaseName(w.phase), w.measured ? "measured" : "",
                  samples_per_step * std::ssize(w.step_seconds) / seconds,
-                 Median(w.step_seconds) * 1e3);
+                 Median(w.step_seconds) * 1e3, progress);
       std::fflush(log);
     }
     windows.push_back({phase, measuring, step, {}});
@@ -509,13 +516,14 @@ int Main(MpiSession& mpi, int argc, char** argv) {
              any_frozen ? " after the freeze" : "", Median(step_seconds) * 1e3,
              knobs.ToString());
   if (status.phase != AutotunePhase::kOff) {
-    fmt::print(log,
-               "autotune: {} after {} samples; initial {:g} samples/s, best "
-               "{:g} samples/s (tuner's scores); autotune overhead while "
-               "measuring {:g}% of wall time\n",
-               AutotunePhaseName(status.phase), status.samples,
-               status.default_score * per_byte, status.best_score * per_byte,
-               autotune_overhead * 100);
+    fmt::print(
+        log,
+        "autotune: {} after {} samples ({}); initial {:g} samples/s, best "
+        "{:g} samples/s (tuner's scores); autotune overhead while "
+        "measuring {:g}% of wall time\n",
+        AutotunePhaseName(status.phase), status.samples, status.source,
+        status.default_score * per_byte, status.best_score * per_byte,
+        autotune_overhead * 100);
   }
   std::fflush(log);
   if (!opt.json) return 0;
@@ -523,6 +531,12 @@ int Main(MpiSession& mpi, int argc, char** argv) {
   const Json autotune = {
       {"phase", AutotunePhaseName(status.phase)},
       {"samples", status.samples},
+      // Where tuning started: "store" (a known best confirmed), "transfer"
+      // (similar jobs' samples as priors) or "fresh"; the config store's
+      // fingerprint of this job (empty without a store).
+      {"source", status.source},
+      {"exploration_samples", status.samples},
+      {"fingerprint", status.fingerprint},
       {"best_score", status.best_score},
       {"default_score", status.default_score},
       {"best_samples_per_sec", status.best_score * per_byte},

@@ -1,18 +1,36 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds, and runs synthetic training
-# of ResNet-50's gradients (scaled to 1/10 for a small machine) on 4 ranks,
-# first with the default knobs, then with HOROVOD_AUTOTUNE=1 until tuning
-# froze, and prints both throughputs, the tuned knobs and the speed-up.
-# Both throughputs are measured the same way (median of 10-step windows;
-# the tuned one after the freeze). A few minutes on 2 cores.
+# The main job: installs what is missing, builds, and shows hvdtune's whole
+# promise on synthetic training of the many-small workload on 4 ranks (the
+# workload where tuning is worth most on a small machine, see the README):
+#   1. the default configuration's throughput;
+#   2. a first run with HOROVOD_AUTOTUNE=1: it explores (a progress line per
+#      10-step window shows the phase and sample n/N), freezes, and records
+#      every sample and the best configuration in a config store;
+#   3. a second run of the same job: it finds its fingerprint in the store,
+#      applies the stored best at once and only confirms it (zero
+#      exploration samples);
+#   4. default and tuned re-measured side by side, interleaved, so the
+#      printed speed-up compares like with like.
+# A few minutes on 2 cores. The store is a fresh file (HOROVOD_AUTOTUNE_DB)
+# unless QUICKSTART_DB names one.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/tools/setup.sh"
 build=${HVDTUNE_BUILD_DIR:-$root/build}
-HVDTUNE_BUILD_DIR=$build "$root/tools/build.sh"
+# QUICKSTART_NO_BUILD=1: use an existing build as it is.
+if [ "${QUICKSTART_NO_BUILD:-0}" != 1 ]; then
+  "$root/tools/setup.sh"
+  HVDTUNE_BUILD_DIR=$build "$root/tools/build.sh"
+fi
 
 ranks=4
-args=(--workload resnet50 --scale 0.1 --batch-size 32 --json)
+rounds=${QUICKSTART_ROUNDS:-3}
+workload=${QUICKSTART_WORKLOAD:-many-small}
+args=(--workload "$workload" --batch-size 32 --json)
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export HOROVOD_AUTOTUNE_DB=${QUICKSTART_DB:-$scratch/store.db}
+export HVDTUNE_AUTOTUNE_STORE=auto
+
 # Runs the trainer with HOROVOD_AUTOTUNE=$1 on every rank; the rest are flags.
 # Every rank serves Prometheus metrics on $metrics_port + its local rank
 # (dashboard/prometheus.yml scrapes 9400-9403); each rank prints its
@@ -22,31 +40,57 @@ train() {
   local autotune=$1
   shift
   HOROVOD_AUTOTUNE=$autotune HOROVOD_METRICS_PORT=$metrics_port \
-    "$root/tools/mpirun.sh" -np "$ranks" -x HOROVOD_AUTOTUNE -x HOROVOD_METRICS_PORT \
+    "$root/tools/mpirun.sh" -np "$ranks" -x HOROVOD_AUTOTUNE \
+    -x HOROVOD_METRICS_PORT -x HOROVOD_AUTOTUNE_DB -x HVDTUNE_AUTOTUNE_STORE \
     "$build/bench/synthetic_train" "${args[@]}" "$@"
 }
-# The JSON line's numeric field $2 of object text $1.
+# The JSON line's numeric field $2 of object text $1 (first occurrence).
 field() { sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p" <<<"$1" | head -n 1; }
+# The JSON line's string field $2.
+text() { sed -n "s/.*\"$2\":\"\([^\"]*\)\".*/\1/p" <<<"$1" | head -n 1; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo
-echo "== synthetic training, resnet50 x0.1, $ranks ranks: default knobs =="
+echo "== 1. synthetic training, $workload, $ranks ranks: default knobs =="
 default=$(train 0 --warmup-steps 10 --measure-steps 60)
 echo "$default"
 echo
-echo "== the same with HOROVOD_AUTOTUNE=1, until tuning froze =="
+echo "== 2. HOROVOD_AUTOTUNE=1, first run: explores, freezes, records in $HOROVOD_AUTOTUNE_DB =="
 echo "metrics while it runs: http://127.0.0.1:$metrics_port/metrics .. port $((metrics_port + ranks - 1))" \
   "(Prometheus: prometheus --config.file=dashboard/prometheus.yml; Grafana: dashboard/hvdtune.json)"
-tuned=$(train 1 --until-frozen --max-steps 600 --measure-steps 60)
-echo "$tuned"
+first=$(train 1 --until-frozen --max-steps 800 --measure-steps 40)
+echo "$first"
+echo
+echo "== 3. the same job again: starts from the store =="
+second=$(train 1 --until-frozen --max-steps 800 --measure-steps 40)
+echo "$second"
+echo
+echo "== 4. default and tuned side by side, $rounds interleaved rounds =="
+# "Tuned" applies the stored best without tuning (HVDTUNE_AUTOTUNE_STORE=apply):
+# the knobs of run 2, in force from the second step on.
+defaults=() tuneds=()
+for ((r = 1; r <= rounds; r++)); do
+  d=$(field "$(train 0 --warmup-steps 10 --measure-steps 60)" samples_per_sec)
+  t=$(HVDTUNE_AUTOTUNE_STORE=apply train 1 --warmup-steps 10 --measure-steps 60)
+  t=$(field "$t" samples_per_sec)
+  echo "round $r: default $d samples/s, tuned $t samples/s"
+  defaults+=("$d") tuneds+=("$t")
+done
 
-d=$(field "$default" samples_per_sec)
-t=$(field "$tuned" samples_per_sec)
-config=$(sed -n 's/.*"config":{\([^}]*\)}.*/\1/p' <<<"$tuned" | tr -d '"' | tr ',:' ' =')
-phase=$(sed -n 's/.*"phase":"\([a-z]*\)".*/\1/p' <<<"$tuned")
-samples=$(sed -n 's/.*"autotune":{[^}]*"samples":\([0-9]*\).*/\1/p' <<<"$tuned")
+d1=$(field "$default" samples_per_sec)
+t1=$(field "$first" samples_per_sec)
+t2=$(field "$second" samples_per_sec)
+dm=$(printf '%s\n' "${defaults[@]}" | median)
+tm=$(printf '%s\n' "${tuneds[@]}" | median)
+config=$(sed -n 's/.*"config":{\([^}]*\)}.*/\1/p' <<<"$first" | tr -d '"' | tr ',:' ' =')
 echo
 echo "== result (a sample = one example: 32 per rank per step x $ranks ranks) =="
-printf 'default configuration: %10.1f samples/s\n' "$d"
-printf 'tuned configuration:   %10.1f samples/s  (%s after %s tuning samples)\n' "$t" "$phase" "$samples"
+printf '1. default configuration:   %10.1f samples/s\n' "$d1"
+printf '2. first autotuned run:     %10.1f samples/s  (%s, source %s, %s exploration samples)\n' \
+  "$t1" "$(text "$first" phase)" "$(text "$first" source)" "$(field "$first" exploration_samples)"
+printf '3. second run of the job:   %10.1f samples/s  (%s, source %s, %s exploration samples)\n' \
+  "$t2" "$(text "$second" phase)" "$(text "$second" source)" "$(field "$second" exploration_samples)"
+echo "   fingerprint: $(text "$second" fingerprint)"
 echo "tuned knobs: $config"
-awk -v d="$d" -v t="$t" 'BEGIN { printf "speed-up: %.2fx\n", t / d }'
+printf '4. side by side, median of %s rounds: default %.1f, tuned %.1f samples/s\n' "$rounds" "$dm" "$tm"
+awk -v d="$dm" -v t="$tm" 'BEGIN { printf "speed-up: %.2fx\n", t / d }'

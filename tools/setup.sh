@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev
   prometheus-cpp-dev prometheus nodejs python3-yaml
+  libsqlite3-dev
 )
 
 missing=()

@@ -21,6 +21,18 @@ int Int(std::string_view var, std::string_view text, std::int64_t lo,
 
 }  // namespace
 
+const char* AutotuneStoreModeName(AutotuneStoreMode mode) {
+  switch (mode) {
+    case AutotuneStoreMode::kAuto:
+      return "auto";
+    case AutotuneStoreMode::kApply:
+      return "apply";
+    case AutotuneStoreMode::kOff:
+      return "off";
+  }
+  return "auto";
+}
+
 AutotuneSettings ParseAutotuneSettings(const EnvLookup& env) {
   AutotuneSettings s;
   IfSet(env, "HOROVOD_AUTOTUNE",
@@ -43,6 +55,25 @@ AutotuneSettings ParseAutotuneSettings(const EnvLookup& env) {
         [&](auto var, auto v) { s.retune_windows = Int(var, v, 1, 100000); });
   IfSet(env, "HVDTUNE_AUTOTUNE_SEED", [&](auto var, auto v) {
     s.seed = static_cast<std::uint64_t>(ParseIntSetting(var, v, 0, INT64_MAX));
+  });
+  if (auto v = env("HOROVOD_AUTOTUNE_DB"); v && !v->empty()) {
+    s.db_path = *v;
+  } else if (auto xdg = env("XDG_STATE_HOME"); xdg && !xdg->empty()) {
+    s.db_path = *xdg + "/hvdtune/store.db";
+  } else if (auto home = env("HOME"); home && !home->empty()) {
+    s.db_path = *home + "/.local/state/hvdtune/store.db";
+  }
+  IfSet(env, "HVDTUNE_AUTOTUNE_STORE", [&](auto var, auto v) {
+    if (v == "auto") {
+      s.store_mode = AutotuneStoreMode::kAuto;
+    } else if (v == "apply") {
+      s.store_mode = AutotuneStoreMode::kApply;
+    } else if (v == "off") {
+      s.store_mode = AutotuneStoreMode::kOff;
+    } else {
+      throw ConfigError(std::string(var) + "='" + std::string(v) +
+                        "' is not allowed: use auto, apply or off");
+    }
   });
   return s;
 }

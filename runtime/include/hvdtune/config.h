@@ -10,6 +10,22 @@
 
 namespace hvdtune {
 
+/// HVDTUNE_AUTOTUNE_STORE: what the autotuner does with the config store.
+enum class AutotuneStoreMode {
+  /// "auto" (default): warm start from the store (an exact match is only
+  /// confirmed, a similar job's samples seed the optimizer) and record
+  /// every sample.
+  kAuto,
+  /// "apply": apply the stored best configuration without scoring or
+  /// tuning (production jobs that must not explore); nothing stored: the
+  /// initial knobs, untuned.
+  kApply,
+  /// "off": neither read nor write the store.
+  kOff,
+};
+/// "auto", "apply", "off".
+const char* AutotuneStoreModeName(AutotuneStoreMode mode);
+
 /// HOROVOD_AUTOTUNE_* settings (Horovod's names and defaults) plus ours.
 struct AutotuneSettings {
   bool enabled = false;       // HOROVOD_AUTOTUNE
@@ -27,6 +43,12 @@ struct AutotuneSettings {
   int retune_windows = 3;
   /// HVDTUNE_AUTOTUNE_SEED: the optimizer's seed.
   std::uint64_t seed = 1;
+  /// HOROVOD_AUTOTUNE_DB: the config store's SQLite file. Unset:
+  /// $XDG_STATE_HOME/hvdtune/store.db, else $HOME/.local/state/hvdtune/
+  /// store.db (both read through the same EnvLookup); empty when neither
+  /// variable is set (no store).
+  std::string db_path;
+  AutotuneStoreMode store_mode = AutotuneStoreMode::kAuto;
 };
 
 /// Settings that are not knobs.

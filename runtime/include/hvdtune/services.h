@@ -33,6 +33,9 @@ struct AutotuneStatus {
   /// Where the starting point came from: "fresh", "store" (a known best
   /// confirmed) or "transfer" (prior samples of similar jobs).
   std::string source = "fresh";
+  /// The job's fingerprint in the config store ("hardware-model" hashes);
+  /// empty without a store.
+  std::string fingerprint;
 };
 
 /// One tensor of a training step, as the autotuner saw it (the model's
@@ -61,6 +64,8 @@ class ConfigSource {
     bool freeze = false;
     /// "store" or "transfer", for AutotuneStatus::source.
     std::string source = "fresh";
+    /// For AutotuneStatus::fingerprint.
+    std::string fingerprint;
   };
   /// Rank 0, once, when the first training step was measured. Must not
   /// throw for ordinary failures (return an empty WarmStart and warn).

@@ -159,6 +159,7 @@ class GpAutotuner final : public Autotuner {
     }
     std::lock_guard<std::mutex> lock(status_mu_);
     status_.source = warm.source;
+    status_.fingerprint = warm.fingerprint;
     return start;
   }
 

@@ -1,0 +1,305 @@
+#include "sinks/config_store.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <optional>
+
+#include "hvdtune/store/store.h"
+#include "hvdtune/store/writer.h"
+
+namespace hvdtune::internal {
+namespace {
+
+constexpr int kPriorSamplesExact = 200;
+constexpr int kPriorSamplesNear = 100;
+constexpr int kNearestPairs = 3;
+constexpr double kNearEnough = 0.5;
+constexpr std::size_t kQueueCapacity = 4096;
+
+double WallClock() {
+  return std::chrono::duration<double>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+store::KnobValues ToStored(const KnobSettings& k) {
+  store::KnobValues out;
+  for (const KnobSpec& spec : KnobTable()) {
+    const double v = k.Get(spec.id);
+    switch (spec.type) {
+      case KnobType::kInteger:
+      case KnobType::kBool:
+        out[std::string(spec.name)] = static_cast<std::int64_t>(v);
+        break;
+      case KnobType::kFloat:
+        out[std::string(spec.name)] = v;
+        break;
+      case KnobType::kCategorical: {
+        const auto i = static_cast<std::size_t>(v);
+        if (i < spec.choices.size()) {
+          out[std::string(spec.name)] = std::string(spec.choices[i]);
+        }
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// Knobs missing from the stored values keep `base`'s; a knob name this
+// build does not know is ignored; an unknown choice or a value outside the
+// table rejects the whole configuration.
+std::optional<KnobSettings> FromStored(const store::KnobValues& values,
+                                       const KnobSettings& base) {
+  KnobSettings k = base;
+  for (const auto& [name, value] : values) {
+    const auto id = FindKnob(name);
+    if (!id) continue;
+    const KnobSpec& spec = GetKnobSpec(*id);
+    if (const auto* s = std::get_if<std::string>(&value)) {
+      const auto it = std::find(spec.choices.begin(), spec.choices.end(), *s);
+      if (it == spec.choices.end()) return std::nullopt;
+      k.Set(*id, static_cast<double>(it - spec.choices.begin()));
+    } else if (const auto* i = std::get_if<std::int64_t>(&value)) {
+      k.Set(*id, static_cast<double>(*i));
+    } else {
+      k.Set(*id, std::get<double>(value));
+    }
+  }
+  try {
+    CheckKnobValues(k);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return k;
+}
+
+std::string MpiVersion() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return {};
+  std::string v(buf, static_cast<std::size_t>(std::max(len, 0)));
+  // "Open MPI v4.1.4, package: ..., ident: ..." -> "Open MPI v4.1.4"
+  const auto cut = v.find_first_of(",\n");
+  return cut == std::string::npos ? v : v.substr(0, cut);
+}
+
+}  // namespace
+
+struct ConfigStoreService::Shared {
+  std::int64_t hardware = 0, model = 0, run = 0;
+};
+
+ConfigStoreService::ConfigStoreService(std::string path, AutotuneStoreMode mode)
+    : path_(std::move(path)),
+      mode_(mode),
+      shared_(std::make_shared<Shared>()) {}
+
+ConfigStoreService::~ConfigStoreService() = default;
+
+void ConfigStoreService::Warn(const std::string& what) {
+  std::cerr << "[hvdtune rank 0] WARNING: " << what << std::endl;
+}
+
+std::string ConfigStoreService::fingerprint() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fingerprint_;
+}
+
+ConfigSource::WarmStart ConfigStoreService::Lookup(
+    const RuntimeInfo& info, const std::vector<StepTensor>& step) {
+  WarmStart warm;
+  store::JobFacts job;
+  job.world_size = info.size;
+  job.ranks_per_node = info.local_size;
+  job.nodes = info.cross_size;
+  job.mpi_version = MpiVersion();
+  const store::Fingerprint hw =
+      store::HardwareFingerprint(store::ProbeHost(), job);
+  std::vector<store::TensorShape> shapes;
+  for (const StepTensor& t : step) {
+    const auto size = static_cast<std::int64_t>(DataTypeSize(t.dtype));
+    shapes.push_back({std::string(DataTypeName(t.dtype)),
+                      size > 0 ? t.bytes / size : t.bytes});
+  }
+  const store::Fingerprint model = store::ModelFingerprint(shapes);
+  const std::string printable = store::PrintableFingerprint(hw, model);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fingerprint_ = printable;
+  }
+  warm.fingerprint = printable;
+
+  std::unique_ptr<store::Store> db;
+  try {
+    db = std::make_unique<store::Store>(store::StoreOptions{path_});
+  } catch (const std::exception& e) {
+    Warn(std::string(e.what()) + "; autotuning goes on without the store");
+    if (mode_ == AutotuneStoreMode::kApply) {
+      warm.best = Sample{info.knobs, 0};
+      warm.freeze = true;
+    }
+    return warm;
+  }
+  if (!db->network_fs().empty()) {
+    Warn("config store " + path_ + " is on a network file system (" +
+         db->network_fs() +
+         "): using the rollback journal instead of WAL; only one host "
+         "should write to it at a time");
+  }
+  std::string how;
+  try {
+    const auto hw_id = db->FindFingerprint("hardware", hw.Hash());
+    const auto model_id = db->FindFingerprint("model", model.Hash());
+    std::optional<store::Best> best;
+    if (hw_id && model_id) best = db->GetBest(*hw_id, *model_id);
+    std::optional<KnobSettings> best_knobs;
+    if (best) best_knobs = FromStored(best->values, info.knobs);
+    if (best_knobs) {
+      warm.best = Sample{*best_knobs, best->score};
+      warm.source = "store";
+      how = "best of run " + std::to_string(best->run) + " (" +
+            best_knobs->ToString() + ")";
+      if (mode_ == AutotuneStoreMode::kApply) {
+        warm.freeze = true;
+        how += ", applied without tuning";
+      }
+      for (const auto& s :
+           db->PairSamples(*hw_id, *model_id, kPriorSamplesExact)) {
+        if (auto k = FromStored(s.values, info.knobs)) {
+          warm.priors.push_back({*k, s.score});
+        }
+      }
+    } else if (mode_ == AutotuneStoreMode::kApply) {
+      warm.best = Sample{info.knobs, 0};
+      warm.freeze = true;
+      Warn("config store " + path_ + " has no configuration for " + printable +
+           "; HVDTUNE_AUTOTUNE_STORE=apply runs the initial " +
+           "knobs untuned");
+    } else {
+      // Transfer: the nearest pairs' samples as prior observations.
+      std::vector<std::pair<double, store::KnownPair>> near;
+      for (store::KnownPair& p : db->KnownPairs()) {
+        const double sim = store::HardwareSimilarity(hw, p.hardware_fp) *
+                           store::ModelSimilarity(model, p.model_fp);
+        if (sim >= kNearEnough) near.emplace_back(sim, std::move(p));
+      }
+      std::stable_sort(
+          near.begin(), near.end(),
+          [](const auto& a, const auto& b) { return a.first > b.first; });
+      if (near.size() > kNearestPairs) near.resize(kNearestPairs);
+      for (const auto& [sim, p] : near) {
+        for (const auto& s :
+             db->PairSamples(p.hardware, p.model, kPriorSamplesNear)) {
+          if (auto k = FromStored(s.values, info.knobs)) {
+            warm.priors.push_back({*k, s.score});
+          }
+        }
+      }
+      if (!warm.priors.empty()) {
+        warm.source = "transfer";
+        how = std::to_string(warm.priors.size()) + " samples of " +
+              std::to_string(near.size()) + " similar job(s) as priors";
+      }
+    }
+  } catch (const std::exception& e) {
+    Warn(std::string(e.what()) + "; tuning from scratch");
+    warm = WarmStart{};
+    warm.fingerprint = printable;
+  }
+  std::cerr << "[hvdtune rank 0] config store " << path_ << ": fingerprint "
+            << printable << ", "
+            << (how.empty() ? std::string("nothing known, tuning fresh") : how)
+            << std::endl;
+
+  // From here on every write goes through the writer thread.
+  writer_ = std::make_unique<store::Writer>(
+      std::move(db), kQueueCapacity, [this](const std::string& w) { Warn(w); });
+  auto shared = shared_;
+  const std::string source = warm.source;
+  writer_->Push([shared, hw, model, source](store::Store& s) {
+    shared->hardware = s.PutFingerprint("hardware", hw);
+    shared->model = s.PutFingerprint("model", model);
+    shared->run = s.BeginRun(shared->hardware, shared->model, HVDTUNE_VERSION,
+                             source, WallClock());
+  });
+  return warm;
+}
+
+void ConfigStoreService::OnAutotuneSample(const AutotuneSampleEvent& e) {
+  if (!writer_) return;
+  store::Sample s;
+  s.index = e.index;
+  s.phase = std::string(AutotunePhaseName(e.phase));
+  s.values = ToStored(e.values);
+  s.score = e.score;
+  s.time = WallClock();
+  if (frozen_ && e.phase == AutotunePhase::kFrozen) {
+    frozen_scores_.push_back(e.score);
+  }
+  auto shared = shared_;
+  writer_->Push([shared, s = std::move(s)](store::Store& db) {
+    if (shared->run != 0) db.AddSamples(shared->run, {s});
+  });
+}
+
+void ConfigStoreService::OnPhaseChange(const PhaseChangeEvent& e) {
+  // A configuration applied without tuning keeps the stored best as it is.
+  if (!writer_ || mode_ == AutotuneStoreMode::kApply) return;
+  if (e.from == AutotunePhase::kFrozen) StoreFrozenBest();
+  if (e.to != AutotunePhase::kFrozen || e.score <= 0) return;
+  // Stored at once (a job that dies keeps it), then again at the end with
+  // the frozen samples' median.
+  frozen_ = e.values;
+  frozen_scores_.clear();
+  store::Best best;
+  best.values = ToStored(e.values);
+  best.score = e.score;
+  best.time = WallClock();
+  auto shared = shared_;
+  writer_->Push([shared, best](store::Store& db) mutable {
+    if (shared->run == 0) return;
+    best.run = shared->run;
+    db.SetBest(shared->hardware, shared->model, best);
+  });
+}
+
+void ConfigStoreService::StoreFrozenBest() {
+  if (!frozen_ || frozen_scores_.empty()) return;
+  std::vector<double> v = frozen_scores_;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  store::Best best;
+  best.values = ToStored(*frozen_);
+  best.score = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  best.time = WallClock();
+  frozen_.reset();
+  frozen_scores_.clear();
+  auto shared = shared_;
+  writer_->Push([shared, best](store::Store& db) mutable {
+    if (shared->run == 0) return;
+    best.run = shared->run;
+    db.SetBest(shared->hardware, shared->model, best);
+  });
+}
+
+void ConfigStoreService::OnStop() {
+  if (!writer_) return;
+  if (mode_ != AutotuneStoreMode::kApply) StoreFrozenBest();
+  auto shared = shared_;
+  writer_->Push([shared](store::Store& db) {
+    if (shared->run != 0) db.EndRun(shared->run, "completed", WallClock());
+  });
+  writer_->Finish();
+  if (writer_->dropped() > 0 || writer_->failed() > 0) {
+    Warn("config store " + path_ + ": " + std::to_string(writer_->dropped()) +
+         " writes dropped (queue full or shutdown), " +
+         std::to_string(writer_->failed()) + " failed");
+  }
+  writer_.reset();
+}
+
+}  // namespace hvdtune::internal
