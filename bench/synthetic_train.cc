@@ -178,9 +178,12 @@ class StepRunner {
   void Run(std::int64_t step, int num_groups) {
     if (num_groups != groups_for_) Regroup(num_groups);
     handles_.clear();
+    compute_seconds_ = 0;
     std::size_t next_group = ranges_.size();
     for (std::size_t i = model_.layers(); i-- > 0;) {
+      const double t0 = NowSeconds();
       model_.Backward(i, step);
+      compute_seconds_ += NowSeconds() - t0;
       if (num_groups <= 0) {
         handles_.push_back(model_.Allreduce(rt_, i));
       } else if (next_group > 0 && ranges_[next_group - 1].first == i) {
@@ -191,6 +194,10 @@ class StepRunner {
     }
     for (const Handle& h : handles_) WaitOk(h, "gradient allreduce");
   }
+
+  /// Wall time of the last step's backward arithmetic: it grows when the
+  /// runtime takes CPU the application's compute needed.
+  double compute_seconds() const { return compute_seconds_; }
 
  private:
   void Regroup(int num_groups) {
@@ -215,6 +222,7 @@ class StepRunner {
   std::vector<std::vector<AllreduceTensor>> members_;
   std::vector<std::string> group_names_;
   std::vector<Handle> handles_;
+  double compute_seconds_ = 0;
 };
 
 struct Window {
@@ -397,6 +405,8 @@ int Main(MpiSession& mpi, int argc, char** argv) {
   std::vector<Window> windows(1);
   bool measuring = false;
   std::int64_t measured = 0;
+  // Rank 0's backward compute per measured step.
+  std::vector<double> compute_seconds;
   std::int64_t skip = 0;
   std::int64_t step = 0;
   AutotunePhase phase = AutotunePhase::kOff;
@@ -471,7 +481,10 @@ int Main(MpiSession& mpi, int argc, char** argv) {
       close_window();
       continue;
     }
-    if (measuring) ++measured;
+    if (measuring) {
+      ++measured;
+      compute_seconds.push_back(runner.compute_seconds());
+    }
     windows.back().step_seconds.push_back(seconds);
     if (std::ssize(windows.back().step_seconds) == opt.window_steps) {
       close_window();
@@ -554,6 +567,7 @@ int Main(MpiSession& mpi, int argc, char** argv) {
       {"measured_steps", step_seconds.size()},
       {"samples_per_sec", samples_per_sec},
       {"step_time_ms_median", Median(step_seconds) * 1e3},
+      {"compute_ms_median", Median(compute_seconds) * 1e3},
       {"config", KnobsJson(knobs)},
       {"autotune", autotune},
   };
