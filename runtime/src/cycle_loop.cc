@@ -153,6 +153,8 @@ void RuntimeImpl::PollAutotuner() {
   }
   for (const auto& e : out.errors)
     bus_.Emit(EventKind::kError, &EventSink::OnError, e);
+  for (const auto& e : out.store_lookups)
+    bus_.Emit(EventKind::kStoreLookup, &EventSink::OnStoreLookup, e);
   std::lock_guard<std::mutex> lock(mu_);
   if (out.update && out.errors.empty()) QueueKnobUpdateLocked(*out.update);
   stats_.autotune_seconds += RuntimeClock() - start;
