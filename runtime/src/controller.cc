@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdio>
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -25,20 +27,34 @@ std::size_t WordsFor(std::size_t bits) { return (bits + 63) / 64; }
 // then sleep between tests, longer and longer. With tensors of this rank
 // waiting the sleeps stay short, so the round completes soon after the
 // last rank arrives; when idle they grow to a fifth of a millisecond.
-int WaitSleeping(MPI_Request* req, bool busy) {
+// `keep_waiting(seconds waited)` is asked between sleeps; false abandons
+// the request (returns MPI_ERR_PENDING with the request still posted).
+template <typename KeepWaiting>
+int WaitSleeping(MPI_Request* req, bool busy, KeepWaiting keep_waiting) {
   using Clock = std::chrono::steady_clock;
   int done = 0;
-  const auto spin_until =
-      Clock::now() + std::chrono::microseconds(busy ? 30 : 5);
+  const auto begin = Clock::now();
+  const auto spin_until = begin + std::chrono::microseconds(busy ? 30 : 5);
   const auto max_pause = std::chrono::microseconds(busy ? 50 : 200);
   auto pause = std::chrono::microseconds(busy ? 5 : 10);
   for (;;) {
     const int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS || done) return rc;
-    if (Clock::now() < spin_until) continue;
+    const auto now = Clock::now();
+    if (now < spin_until) continue;
+    if (pause == max_pause &&
+        !keep_waiting(std::chrono::duration<double>(now - begin).count())) {
+      return MPI_ERR_PENDING;
+    }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, max_pause);
   }
+}
+
+std::string FormatSeconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", s);
+  return buf;
 }
 
 double SteadySeconds() {
@@ -154,14 +170,12 @@ void Controller::RunCycle(const std::vector<const Request*>& requests,
     bits_[1 + words + bit / 64] &= ~(std::uint64_t{1} << (bit % 64));
   }
   MPI_Request req;
-  int rc =
+  current_ = &result;
+  result.status = Await(
       MPI_Iallreduce(MPI_IN_PLACE, bits_.data(), static_cast<int>(bits_.size()),
-                     MPI_UINT64_T, MPI_BAND, mpi_.control, &req);
-  if (rc == MPI_SUCCESS) rc = WaitSleeping(&req, pending_count_ > 0);
-  if (rc != MPI_SUCCESS) {
-    result.status = MpiError("MPI_Allreduce (negotiation)", rc);
-    return;
-  }
+                     MPI_UINT64_T, MPI_BAND, mpi_.control, &req),
+      &req, "MPI_Allreduce (negotiation)");
+  if (!result.status.ok()) return;
   flags = ~bits_[0];
   result.shutdown = (flags & kFlagShutdown) != 0;
 
@@ -229,28 +243,61 @@ void Controller::RunCycle(const std::vector<const Request*>& requests,
   }
 }
 
+Status Controller::Await(int rc, MPI_Request* req, const char* what) {
+  if (rc == MPI_SUCCESS) {
+    wait_warnings_ = 0;
+    rc = WaitSleeping(req, pending_count_ > 0,
+                      [&](double waited) { return KeepWaiting(waited); });
+  }
+  if (rc == MPI_ERR_PENDING) {
+    // The collective stays posted, on member buffers that must outlive it.
+    abandoned_ = true;
+    return Status::Stalled(
+        "the negotiation waited " + FormatSeconds(stall_.shutdown_seconds) +
+        " s in " + what +
+        " for ranks that stopped calling into hvdtune (stopped, hung or "
+        "dead processes, or ranks that left the training loop; "
+        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS): the runtime stops");
+  }
+  if (rc != MPI_SUCCESS) return MpiError(what, rc);
+  return Status::Ok();
+}
+
 Status Controller::Broadcast(std::vector<std::uint8_t>* bytes) {
-  std::int64_t n = static_cast<std::int64_t>(bytes->size());
-  int rc = MPI_Bcast(&n, 1, MPI_INT64_T, 0, mpi_.control);
-  if (rc != MPI_SUCCESS) return MpiError("MPI_Bcast (negotiation)", rc);
-  bytes->resize(static_cast<std::size_t>(n));
-  rc = MPI_Bcast(bytes->data(), static_cast<int>(n), MPI_BYTE, 0, mpi_.control);
-  if (rc != MPI_SUCCESS) return MpiError("MPI_Bcast (negotiation)", rc);
+  MPI_Request req;
+  bcast_len_ = static_cast<std::int64_t>(bytes->size());
+  Status s =
+      Await(MPI_Ibcast(&bcast_len_, 1, MPI_INT64_T, 0, mpi_.control, &req),
+            &req, "MPI_Bcast (negotiation)");
+  if (!s.ok()) return s;
+  bcast_buf_ = std::move(*bytes);
+  bcast_buf_.resize(static_cast<std::size_t>(bcast_len_));
+  s = Await(MPI_Ibcast(bcast_buf_.data(), static_cast<int>(bcast_len_),
+                       MPI_BYTE, 0, mpi_.control, &req),
+            &req, "MPI_Bcast (negotiation)");
+  if (!s.ok()) return s;
+  *bytes = std::move(bcast_buf_);
   return Status::Ok();
 }
 
 Status Controller::Negotiate(std::vector<Response>* ready) {
   const double now = clock_();
   for (Request& r : to_send_) r.waited_seconds = now - r.enqueued;
-  const std::vector<std::uint8_t> mine = SerializeRequests(to_send_);
+  // Member buffers: a collective given up on stopped ranks stays posted.
+  gather_mine_ = SerializeRequests(to_send_);
   to_send_.clear();
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(mpi_.rank == 0 ? mpi_.size : 0);
-  int rc =
-      MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, mpi_.control);
-  if (rc != MPI_SUCCESS) return MpiError("MPI_Gather (negotiation)", rc);
-  std::vector<int> displs(lens.size());
-  std::vector<std::uint8_t> all;
+  gather_len_ = static_cast<int>(gather_mine_.size());
+  std::vector<int>& lens = gather_lens_;
+  lens.assign(mpi_.rank == 0 ? mpi_.size : 0, 0);
+  MPI_Request req;
+  Status s = Await(MPI_Igather(&gather_len_, 1, MPI_INT, lens.data(), 1,
+                               MPI_INT, 0, mpi_.control, &req),
+                   &req, "MPI_Gather (negotiation)");
+  if (!s.ok()) return s;
+  std::vector<int>& displs = gather_displs_;
+  displs.assign(lens.size(), 0);
+  std::vector<std::uint8_t>& all = gather_all_;
+  all.clear();
   if (mpi_.rank == 0) {
     int total = 0;
     for (std::size_t r = 0; r < lens.size(); ++r) {
@@ -259,9 +306,11 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
     }
     all.resize(static_cast<std::size_t>(total));
   }
-  rc = MPI_Gatherv(mine.data(), len, MPI_BYTE, all.data(), lens.data(),
-                   displs.data(), MPI_BYTE, 0, mpi_.control);
-  if (rc != MPI_SUCCESS) return MpiError("MPI_Gatherv (negotiation)", rc);
+  s = Await(
+      MPI_Igatherv(gather_mine_.data(), gather_len_, MPI_BYTE, all.data(),
+                   lens.data(), displs.data(), MPI_BYTE, 0, mpi_.control, &req),
+      &req, "MPI_Gatherv (negotiation)");
+  if (!s.ok()) return s;
 
   std::vector<std::uint8_t> answer;
   if (mpi_.rank == 0) {
@@ -281,7 +330,7 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
     stalled_.clear();
     answer = SerializeResponses(out);
   }
-  Status s = Broadcast(&answer);
+  s = Broadcast(&answer);
   if (!s.ok()) return s;
   std::vector<Response> responses;
   try {
@@ -337,6 +386,25 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
     ready->push_back(std::move(resp));
   }
   return Status::Ok();
+}
+
+bool Controller::KeepWaiting(double waited) {
+  if (stall_.shutdown_seconds > 0 && waited >= stall_.shutdown_seconds) {
+    return false;
+  }
+  const double check = stall_.check_seconds;
+  if (check > 0 && waited >= check * static_cast<double>(wait_warnings_ + 1)) {
+    ++wait_warnings_;
+    std::cerr << "[hvdtune rank " << mpi_.rank << "] WARNING: waited "
+              << FormatSeconds(waited)
+              << " s in negotiation for the other ranks: some rank has "
+                 "stopped calling into hvdtune (a stopped, hung or dead "
+                 "process, or one that left the training loop; "
+                 "HOROVOD_STALL_CHECK_TIME_SECONDS)"
+              << std::endl;
+    if (current_) current_->stalls.push_back({"", {}, waited, false, clock_()});
+  }
+  return true;
 }
 
 void Controller::InvalidateStalledHits(double now) {

@@ -60,6 +60,10 @@ class Controller {
   std::size_t cache_size() const { return cache_.size(); }
   /// Tensors this rank enqueued that are not yet ready everywhere.
   std::size_t pending() const { return pending_count_; }
+  /// A negotiation was given up past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
+  /// with its allreduce still posted: this controller's buffers (and the
+  /// control communicator) must never be freed.
+  bool abandoned() const { return abandoned_; }
 
  private:
   /// Sends a tensor waiting on a cache bit to full negotiation instead.
@@ -67,6 +71,13 @@ class Controller {
   /// Queues a pending tensor for full negotiation with rank 0.
   void SendInFull(TensorId id);
   void AddHit(std::uint32_t bit, TensorId id);
+  /// Waits for a nonblocking collective of the negotiation (`rc`: what
+  /// posting it returned). Past the stall shutdown time the collective is
+  /// given up (left posted) with a Stalled status.
+  Status Await(int rc, MPI_Request* req, const char* what);
+  /// Asked while a negotiation collective waits: warns every stall check
+  /// time (and records a StallEvent), false past the stall shutdown time.
+  bool KeepWaiting(double waited);
   void ClearHits();
   Status Negotiate(std::vector<Response>* ready);
   Status Broadcast(std::vector<std::uint8_t>* bytes);
@@ -79,6 +90,19 @@ class Controller {
   StallSettings stall_;
   double (*clock_)();
   double next_stall_scan_ = 0;
+  int wait_warnings_ = 0;
+  bool abandoned_ = false;
+  /// The cycle's result, for stall events recorded while waiting.
+  CycleResult* current_ = nullptr;
+  // Buffers of the negotiation's collectives (members, so that one given
+  // up while posted never writes to freed memory).
+  std::int64_t bcast_len_ = 0;
+  std::vector<std::uint8_t> bcast_buf_;
+  int gather_len_ = 0;
+  std::vector<std::uint8_t> gather_mine_;
+  std::vector<int> gather_lens_;
+  std::vector<int> gather_displs_;
+  std::vector<std::uint8_t> gather_all_;
   /// Response errors produced by the stall check, sent at the next
   /// negotiation (rank 0).
   std::vector<Response> stalled_;

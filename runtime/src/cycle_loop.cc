@@ -79,9 +79,18 @@ bool RuntimeImpl::RunCycle(bool* stop) {
     std::cerr << "[hvdtune rank " << mpi_.rank
               << "] negotiation failed, stopping: " << result.status.ToString()
               << std::endl;
+    for (const StallEvent& stall : result.stalls) {
+      bus_.Emit(EventKind::kStall, &EventSink::OnStall, stall);
+    }
     bus_.Emit(EventKind::kError, &EventSink::OnError,
-              ErrorEvent{ErrorEvent::Kind::kNegotiation, "",
-                         result.status.message(), negotiated});
+              ErrorEvent{result.status.code() == StatusCode::kStalled
+                             ? ErrorEvent::Kind::kStallShutdown
+                             : ErrorEvent::Kind::kNegotiation,
+                         "", result.status.message(), negotiated});
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_reason_ = result.status;
+    }
     FailEverything(result.status);
     *stop = true;
     return false;

@@ -88,6 +88,18 @@ void RuntimeImpl::Shutdown() {
   work_cv_.notify_one();
   if (thread_.joinable()) thread_.join();
   bus_.Stop();
+  if (controller_ && controller_->abandoned()) {
+    // A negotiation allreduce is still posted on the control communicator
+    // (given up on stopped ranks): its buffers and the communicators stay,
+    // so that if those ranks ever resume, nothing is written to freed
+    // memory.
+    static_cast<void>(controller_.release());
+    executor_.reset();
+    nccl_.reset();
+    backend_.reset();
+    static_cast<void>(types_.release());
+    return;
+  }
   controller_.reset();
   executor_.reset();
   nccl_.reset();
@@ -102,7 +114,10 @@ Handle RuntimeImpl::Enqueue(std::span<TensorEntry> entries) {
   const double now = RuntimeClock();
   std::unique_lock<std::mutex> lock(mu_);
   if (!running_) {
-    state->Complete(Status::Aborted("hvdtune runtime is shut down"));
+    state->Complete(Status::Aborted(
+        stop_reason_.ok()
+            ? std::string("hvdtune runtime is shut down")
+            : "hvdtune runtime stopped: " + stop_reason_.message()));
     return handle;
   }
   for (TensorEntry& e : entries) {

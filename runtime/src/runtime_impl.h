@@ -109,6 +109,8 @@ class RuntimeImpl final : public ExecutionListener {
   /// The cycle thread sleeps on it between cycles.
   std::condition_variable work_cv_;
   std::atomic<bool> running_{false};
+  /// Why the cycle loop stopped (ok: not stopped, or an orderly shutdown).
+  Status stop_reason_;
 
   // Cycle thread only.
   /// In-flight tensors by id (a deque: entries never move, so the

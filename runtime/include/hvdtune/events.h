@@ -158,7 +158,10 @@ struct ErrorEvent {
 std::string_view ErrorKindName(ErrorEvent::Kind kind);
 
 /// Rank 0: a tensor some ranks submitted and others did not, for longer
-/// than HOROVOD_STALL_CHECK_TIME_SECONDS.
+/// than HOROVOD_STALL_CHECK_TIME_SECONDS. Any rank, with an empty `tensor`
+/// and no missing ranks: the negotiation itself waited that long for ranks
+/// that stopped calling into hvdtune (stopped, hung or dead processes);
+/// published when the wait ends, warned on stderr as it happens.
 struct StallEvent {
   std::string tensor;
   /// Ranks that have not submitted it.

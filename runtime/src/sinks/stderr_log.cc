@@ -43,6 +43,8 @@ void StderrLogSink::OnPhaseChange(const PhaseChangeEvent& e) {
 }
 
 void StderrLogSink::OnStall(const StallEvent& e) {
+  // The negotiation's own wait was already warned about as it happened.
+  if (e.tensor.empty()) return;
   std::ostringstream os;
   os << "[hvdtune rank " << rank_ << "] WARNING: tensor '" << e.tensor
      << "' has waited " << std::fixed << std::setprecision(1)
