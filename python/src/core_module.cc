@@ -532,6 +532,70 @@ py::dict StatsDict() {
   return d;
 }
 
+// Raw MPI on MPI_COMM_WORLD, for benchmarks that put the runtime beside
+// plain MPI_Allreduce on the same buffers through the same binding. MPI must
+// be up (init() brings it up, and it stays up after shutdown()).
+void RequireMpi(const char* what) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) {
+    Raise("not_initialized",
+          std::string(what) + ": MPI is not initialized (call init() once)");
+  }
+}
+
+MPI_Datatype MpiType(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return MPI_UINT8_T;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
+    case DataType::kFloat32:
+      return MPI_FLOAT;
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
+    default:
+      return MPI_DATATYPE_NULL;
+  }
+}
+
+void MpiAllreduceSum(py::handle input, py::handle output) {
+  RequireMpi("mpi_allreduce_sum");
+  TensorRef in = Resolve(input, false, "input of mpi_allreduce_sum");
+  TensorRef out = Resolve(output, true, "output of mpi_allreduce_sum");
+  CheckSameLayout(in, out, "mpi_allreduce_sum");
+  const MPI_Datatype type = MpiType(in.dtype);
+  if (type == MPI_DATATYPE_NULL) {
+    Raise("invalid_argument", "mpi_allreduce_sum: MPI has no type for " +
+                                  std::string(DataTypeName(in.dtype)));
+  }
+  const std::int64_t count = NumElements(in.shape);
+  int rc = MPI_SUCCESS;
+  {
+    py::gil_scoped_release release;
+    rc = MPI_Allreduce(in.data, out.data, static_cast<int>(count), type,
+                       MPI_SUM, MPI_COMM_WORLD);
+  }
+  if (rc != MPI_SUCCESS) Raise("internal", "MPI_Allreduce failed");
+}
+
+double MpiMax(double value) {
+  RequireMpi("mpi_max");
+  double result = 0;
+  py::gil_scoped_release release;
+  MPI_Allreduce(&value, &result, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return result;
+}
+
+void MpiBarrier() {
+  RequireMpi("mpi_barrier");
+  py::gil_scoped_release release;
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // Ends every rank of the job at once (an uncaught exception on one rank
 // must not leave the others waiting for it).
 void Abort(int code) {
@@ -591,6 +655,10 @@ void DefineModule(py::module_& m) {
     return SplitIntoGroups(n, num_groups);
   });
   m.def("abort", &Abort, py::arg("code") = 1);
+  m.def("mpi_allreduce_sum", &MpiAllreduceSum, py::arg("input"),
+        py::arg("output"), "Raw MPI_Allreduce (sum) on MPI_COMM_WORLD.");
+  m.def("mpi_max", &MpiMax, "Largest `value` over the ranks (raw MPI).");
+  m.def("mpi_barrier", &MpiBarrier, "MPI_Barrier on MPI_COMM_WORLD.");
   m.def("pending_orphans", [] { return GetState().orphans.size(); });
 }
 
