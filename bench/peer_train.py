@@ -134,11 +134,16 @@ def worker(args):
         result["negotiation_share"] = stats["negotiation_seconds"] / (
             time.perf_counter() - init_time)
         result["cycles"] = stats["cycles"]
-        hvd.shutdown()
-    else:
-        dist.destroy_process_group()
     if rank == 0:
         print("PEER_RESULT " + json.dumps(result), flush=True)
+    if args.mode == "hvdtune":
+        hvd.shutdown()
+    else:
+        # torch 1.13's gloo teardown (destroy_process_group) hung now and
+        # then on rank 0 with 4 ranks here; every rank is done with the
+        # group, so leave without it.
+        sys.stdout.flush()
+        os._exit(0)
 
 
 # ---------------------------------------------------------------------------
