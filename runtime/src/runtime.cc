@@ -1,6 +1,7 @@
 #include "hvdtune/runtime.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <stdexcept>
 #include <unordered_set>
@@ -156,6 +157,13 @@ Status Handle::Wait() const {
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
   return state_->status;
+}
+
+bool Handle::WaitFor(double seconds) const {
+  if (!state_) return true;
+  std::unique_lock<std::mutex> lock(state_->mu);
+  return state_->cv.wait_for(lock, std::chrono::duration<double>(seconds),
+                             [&] { return state_->done; });
 }
 
 Status Handle::status() const {

@@ -36,6 +36,9 @@ class Handle {
   bool Poll() const;
   /// Blocks until the operation finished and returns its status.
   Status Wait() const;
+  /// Blocks for at most `seconds`; true once the operation finished. Lets a
+  /// binding wait in slices and still react to signals (Ctrl-C).
+  bool WaitFor(double seconds) const;
   /// kInProgress while running, then the final status.
   Status status() const;
   /// Allgather only: the gathered bytes (rank order) and the output shape.

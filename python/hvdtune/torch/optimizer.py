@@ -1,0 +1,287 @@
+"""DistributedOptimizer: wraps a torch optimizer so that each parameter's
+gradient is allreduced as soon as backward has produced it (communication
+overlaps the rest of backward), and step() waits for them before updating.
+"""
+
+import contextlib
+import warnings
+
+import torch
+
+import hvdtune
+from hvdtune import _core
+from hvdtune.torch.compression import Compression
+from hvdtune.torch.functions import (Adasum, Average, Sum, _error,
+                                     allreduce_async_,
+                                     grouped_allreduce_async_, synchronize)
+
+
+class _DistributedOptimizer:
+    """Placed in front of the user's optimizer class in the MRO, so the
+    result is still an instance of it (isinstance(opt, torch.optim.SGD))."""
+
+    def __init__(self, params, named_parameters, compression,
+                 backward_passes_per_step, op, gradient_predivide_factor,
+                 num_groups, groups, sparse_as_dense):
+        super().__init__(params)
+        self._compression = compression
+        self._op = op
+        self._predivide = float(gradient_predivide_factor)
+        self._sparse_as_dense = sparse_as_dense
+        self.backward_passes_per_step = backward_passes_per_step
+        self._parameter_names = self._name_parameters(named_parameters)
+        self._params = [
+            p for group in self.param_groups for p in group["params"]
+        ]
+        self._allreduce_delay = {
+            p: backward_passes_per_step for p in self._params
+        }
+        self._handles = {}  # param -> (handle, context); handle None = local pass
+        self._grad_accs = []
+        self._requires_update = []
+        self._synchronized = False
+        self._should_synchronize = True
+        self._setup_groups(num_groups, groups)
+        if hvdtune.size() > 1:
+            self._register_hooks()
+
+    # -- naming and grouping ------------------------------------------------
+
+    def _name_parameters(self, named_parameters):
+        if named_parameters is None:
+            return {
+                p: "noname.%d.%d" % (i, j)
+                for i, group in enumerate(self.param_groups)
+                for j, p in enumerate(group["params"])
+            }
+        named = list(named_parameters)
+        if any(not isinstance(x, tuple) or len(x) != 2 for x in named):
+            raise ValueError(
+                "named_parameters must be (name, parameter) pairs, as from "
+                "model.named_parameters()")
+        seen = set()
+        for pname, _ in named:
+            if pname in seen:
+                raise ValueError(
+                    "named_parameters has the name %r more than once" %
+                    pname)
+            seen.add(pname)
+        names = {p: pname for pname, p in named}
+        unnamed = [
+            p for group in self.param_groups for p in group["params"]
+            if p not in names
+        ]
+        if unnamed:
+            raise ValueError(
+                "named_parameters misses %d of the optimizer's parameters "
+                "(shapes %s); pass model.named_parameters() of the model "
+                "whose parameters the optimizer updates" %
+                (len(unnamed), [tuple(p.shape) for p in unnamed[:5]]))
+        return names
+
+    def _setup_groups(self, num_groups, groups):
+        """Grouped allreduce: explicit `groups` (lists of parameters),
+        `num_groups` contiguous groups, or else the runtime's num_groups
+        knob (HVDTUNE_NUM_GROUPS), read once here so every rank agrees."""
+        self._group_of = {}
+        self._groups = []
+        if groups is not None:
+            member_lists = [list(g) for g in groups]
+        else:
+            if not num_groups:
+                num_groups = int(_core.knobs()["num_groups"])
+            trainable = [p for p in self._params if p.requires_grad]
+            member_lists = []
+            if num_groups > 0:
+                for begin, end in _core.split_into_groups(
+                        len(trainable), num_groups):
+                    member_lists.append(trainable[begin:end])
+        for members in member_lists:
+            if len(members) < 2:
+                continue  # a group of one is a plain allreduce
+            index = len(self._groups)
+            self._groups.append(members)
+            for p in members:
+                if p in self._group_of:
+                    raise ValueError("a parameter is in two groups")
+                self._group_of[p] = index
+        self._group_submitted = set()
+
+    # -- hooks ------------------------------------------------------------
+
+    def _register_hooks(self):
+        for p in self._params:
+            if not p.requires_grad:
+                continue
+            self._requires_update.append(p)
+            # The gradient accumulator of a leaf runs once its gradient for
+            # this backward pass is complete.
+            accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+            accumulator.register_hook(self._make_hook(p))
+            self._grad_accs.append(accumulator)
+
+    def _make_hook(self, p):
+
+        def hook(*unused):
+            if self._allreduce_delay[p] <= 0:
+                raise AssertionError(
+                    "the gradient of %r was computed more than "
+                    "backward_passes_per_step=%d times before step() or "
+                    "synchronize(); raise backward_passes_per_step to "
+                    "accumulate more passes locally" %
+                    (self._parameter_names[p], self.backward_passes_per_step))
+            self._allreduce_delay[p] -= 1
+            if self._allreduce_delay[p] > 0:
+                self._handles[p] = (None, None)
+                return
+            group = self._group_of.get(p)
+            if group is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+            else:
+                self._handles[p] = (None, None)
+                members = self._groups[group]
+                if all(self._allreduce_delay[q] == 0 for q in members):
+                    self._submit_group(group)
+
+        return hook
+
+    # -- allreduce --------------------------------------------------------
+
+    def _scale_factors(self):
+        if self._op == Average:
+            # The runtime divides by the number of ranks; a predivide
+            # factor moves part of that division before the reduction.
+            return 1.0 / self._predivide, self._predivide
+        return 1.0, 1.0
+
+    def _prepared_grad(self, p):
+        if p.grad is None:
+            # Some other rank may have a gradient for it (a branch this rank
+            # skipped); take part with zeros.
+            p.grad = torch.zeros_like(p)
+        if p.grad.is_sparse:
+            if not self._sparse_as_dense:
+                raise _error(
+                    "invalid_argument",
+                    "the gradient of %r is sparse; hvdtune.torch reduces "
+                    "dense gradients (pass sparse_as_dense=True)" %
+                    self._parameter_names[p])
+            p.grad = p.grad.to_dense()
+        return self._compression.compress(p.grad)
+
+    def _allreduce_grad_async(self, p):
+        tensor, ctx = self._prepared_grad(p)
+        pre, post = self._scale_factors()
+        handle = allreduce_async_(tensor, name="grad." +
+                                  self._parameter_names[p], op=self._op,
+                                  prescale_factor=pre, postscale_factor=post)
+        return handle, (tensor, ctx)
+
+    def _submit_group(self, index):
+        members = self._groups[index]
+        prepared = [self._prepared_grad(p) for p in members]
+        pre, post = self._scale_factors()
+        handle = grouped_allreduce_async_(
+            [t for t, _ in prepared],
+            name="grads.group%d.%s" % (index,
+                                       self._parameter_names[members[0]]),
+            op=self._op, prescale_factor=pre, postscale_factor=post)
+        for p, (tensor, ctx) in zip(members, prepared):
+            self._handles[p] = (handle, (tensor, ctx))
+        self._group_submitted.add(index)
+
+    def synchronize(self):
+        """Waits for every gradient's allreduce (starting the ones backward
+        did not reach, e.g. of unused parameters) and writes the results into
+        the gradients."""
+        if hvdtune.size() <= 1:
+            self._synchronized = True
+            return
+        for p in self._requires_update:
+            handle, _ = self._handles.get(p, (None, None))
+            if handle is not None:
+                continue
+            group = self._group_of.get(p)
+            if group is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+            elif group not in self._group_submitted:
+                self._submit_group(group)
+        waited = set()
+        for p, (handle, (tensor, ctx)) in self._handles.items():
+            if id(handle) not in waited:
+                synchronize(handle)
+                waited.add(id(handle))
+            self._allreduce_delay[p] = self.backward_passes_per_step
+            if tensor is not p.grad:
+                p.grad.copy_(self._compression.decompress(tensor, ctx))
+        self._handles.clear()
+        self._group_submitted.clear()
+        self._synchronized = True
+        _core.mark_step()
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """For step() after an explicit synchronize() (e.g. to clip the
+        reduced gradients): step() then does not wait again."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn(
+                    "optimizer.step() after optimizer.synchronize() outside "
+                    "`with optimizer.skip_synchronize():` allreduces the "
+                    "gradients a second time")
+            self.synchronize()
+        self._synchronized = False
+        return super().step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError(
+                "optimizer.zero_grad() between loss.backward() and "
+                "optimizer.step() / synchronize() would clear gradients "
+                "whose allreduce is still pending")
+        return super().zero_grad(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None,
+                         compression=Compression.none,
+                         backward_passes_per_step=1, op=Average,
+                         gradient_predivide_factor=1.0, num_groups=0,
+                         groups=None, sparse_as_dense=False,
+                         process_set=None):
+    """Returns `optimizer` (same class, same parameter groups) with its
+    gradients averaged (op=Average) or summed (op=Sum) over all ranks.
+
+    backward_passes_per_step=N: gradients of N backward passes accumulate
+    locally (summed, as torch accumulates .grad; scale the loss by 1/N for
+    a mean) and are allreduced once, on the N-th pass.
+    num_groups>0: parameters are split, in order, into that many groups,
+    each allreduced as one unit (0: the runtime's num_groups knob)."""
+    if op == Adasum:
+        raise _error(
+            "invalid_argument",
+            "DistributedOptimizer: op=Adasum is not supported by hvdtune "
+            "(use Average or Sum)")
+    if op not in (Average, Sum):
+        raise _error(
+            "invalid_argument",
+            "DistributedOptimizer: op must be Average or Sum, got %r" % (op,))
+    if process_set is not None:
+        raise _error("invalid_argument",
+                     "DistributedOptimizer: process sets are not supported")
+    if int(backward_passes_per_step) < 1:
+        raise ValueError("backward_passes_per_step must be at least 1, got %r"
+                         % (backward_passes_per_step,))
+    if op != Average and gradient_predivide_factor != 1.0:
+        raise ValueError("gradient_predivide_factor needs op=Average")
+    cls = type(optimizer.__class__.__name__,
+               (_DistributedOptimizer, optimizer.__class__), {})
+    return cls(optimizer.param_groups, named_parameters, compression,
+               int(backward_passes_per_step), op, gradient_predivide_factor,
+               num_groups, groups, sparse_as_dense)

@@ -1,0 +1,667 @@
+// hvdtune._core: the runtime's collectives on Python buffers (numpy arrays,
+// anything with the buffer protocol) and torch CPU tensors, without copies.
+//
+// One Runtime per process, built by the environment-driven path
+// (Runtime(RuntimeOptions{}) = ParseConfig + DefaultServices), so
+// HOROVOD_AUTOTUNE, the config store, metrics and the timeline behave as in
+// a C++ application. The pure-Python packages hvdtune and hvdtune.torch sit
+// on top of this module.
+
+#include <mpi.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hvdtune/grouping.h"
+#include "hvdtune/runtime.h"
+
+namespace py = pybind11;
+
+namespace hvdtune::python {
+namespace {
+
+// The HvdtuneError class (created at import). `code` says which kind of
+// failure: "config", "not_initialized", "invalid_argument", "mismatch",
+// "aborted", "internal", "stalled".
+PyObject* g_error_type = nullptr;
+
+[[noreturn]] void Raise(std::string_view code, const std::string& message) {
+  py::object type = py::reinterpret_borrow<py::object>(g_error_type);
+  py::object error = type(message);
+  error.attr("code") = py::str(std::string(code));
+  PyErr_SetObject(g_error_type, error.ptr());
+  throw py::error_already_set();
+}
+
+std::string_view CodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInProgress:
+      return "in_progress";
+    case StatusCode::kInvalidArgument:
+      return "invalid_argument";
+    case StatusCode::kMismatch:
+      return "mismatch";
+    case StatusCode::kAborted:
+      return "aborted";
+    case StatusCode::kInternal:
+      return "internal";
+    case StatusCode::kStalled:
+      return "stalled";
+  }
+  return "internal";
+}
+
+void RaiseStatus(const Status& status) {
+  if (!status.ok()) Raise(CodeName(status.code()), status.ToString());
+}
+
+// ---------------------------------------------------------------------------
+// Buffers: what a Python object's memory looks like to the runtime.
+
+// A Py_buffer held until the collective that reads or writes it finished.
+struct BufferView {
+  Py_buffer view{};
+  bool held = false;
+  BufferView() = default;
+  BufferView(const BufferView&) = delete;
+  BufferView& operator=(const BufferView&) = delete;
+  ~BufferView() {
+    if (held) PyBuffer_Release(&view);
+  }
+};
+
+struct TensorRef {
+  void* data = nullptr;
+  std::vector<std::int64_t> shape;
+  DataType dtype = DataType::kFloat32;
+  // Keeps the memory alive while the runtime uses it.
+  py::object owner;
+  std::shared_ptr<BufferView> view;
+};
+
+std::optional<DataType> DtypeFromTorch(const std::string& name) {
+  static const std::pair<std::string_view, DataType> kTypes[] = {
+      {"torch.float32", DataType::kFloat32},
+      {"torch.float64", DataType::kFloat64},
+      {"torch.float16", DataType::kFloat16},
+      {"torch.bfloat16", DataType::kBFloat16},
+      {"torch.int32", DataType::kInt32},
+      {"torch.int64", DataType::kInt64},
+      {"torch.uint8", DataType::kUInt8},
+  };
+  for (const auto& [text, dtype] : kTypes) {
+    if (name == text) return dtype;
+  }
+  return std::nullopt;
+}
+
+// A buffer-protocol format string ("<f", "=q", "e") as a runtime dtype.
+std::optional<DataType> DtypeFromFormat(std::string_view format,
+                                        Py_ssize_t itemsize) {
+  if (!format.empty() &&
+      std::string_view("@=<>!").find(format[0]) != std::string_view::npos) {
+    if (format[0] == '>' || format[0] == '!') return std::nullopt;
+    format.remove_prefix(1);
+  }
+  if (format.size() != 1) return std::nullopt;
+  switch (format[0]) {
+    case 'f':
+      return DataType::kFloat32;
+    case 'd':
+      return DataType::kFloat64;
+    case 'e':
+      return DataType::kFloat16;
+    case 'B':
+      return DataType::kUInt8;
+    case 'i':
+    case 'l':
+    case 'q':
+      if (itemsize == 4) return DataType::kInt32;
+      if (itemsize == 8) return DataType::kInt64;
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+bool IsTorchTensor(py::handle obj) {
+  return py::hasattr(obj, "data_ptr") && py::hasattr(obj, "is_contiguous") &&
+         py::hasattr(obj, "dtype");
+}
+
+// `what` names the argument in error messages ("input of allreduce 'x'").
+TensorRef Resolve(py::handle obj, bool writable, const std::string& what) {
+  TensorRef ref;
+  ref.owner = py::reinterpret_borrow<py::object>(obj);
+  if (IsTorchTensor(obj)) {
+    const std::string device = py::str(obj.attr("device").attr("type"));
+    if (device != "cpu") {
+      Raise("invalid_argument", what + ": a tensor on device '" + device +
+                                    "'; hvdtune.torch takes CPU tensors");
+    }
+    if (!obj.attr("is_contiguous")().cast<bool>()) {
+      Raise("invalid_argument", what + ": the tensor is not contiguous");
+    }
+    const std::string dtype = py::str(obj.attr("dtype"));
+    const std::optional<DataType> parsed = DtypeFromTorch(dtype);
+    if (!parsed) {
+      Raise("invalid_argument",
+            what + ": unsupported dtype " + dtype +
+                " (supported: uint8, int32, int64, float16, bfloat16, "
+                "float32, float64)");
+    }
+    ref.dtype = *parsed;
+    ref.data =
+        reinterpret_cast<void*>(obj.attr("data_ptr")().cast<std::uintptr_t>());
+    for (py::handle d : obj.attr("shape")) {
+      ref.shape.push_back(d.cast<std::int64_t>());
+    }
+    return ref;
+  }
+  auto view = std::make_shared<BufferView>();
+  const int flags = PyBUF_FORMAT | PyBUF_ND | PyBUF_C_CONTIGUOUS |
+                    (writable ? PyBUF_WRITABLE : 0);
+  if (PyObject_GetBuffer(obj.ptr(), &view->view, flags) != 0) {
+    PyErr_Clear();
+    Raise("invalid_argument",
+          what + ": expected a C-contiguous" +
+              std::string(writable ? ", writable" : "") +
+              " numpy array, buffer or torch tensor, got " +
+              std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
+  }
+  view->held = true;
+  const char* format = view->view.format ? view->view.format : "B";
+  const std::optional<DataType> parsed =
+      DtypeFromFormat(format, view->view.itemsize);
+  if (!parsed) {
+    Raise("invalid_argument",
+          what + ": unsupported element format '" + std::string(format) +
+              "' (supported: uint8, int32, int64, float16, float32, "
+              "float64)");
+  }
+  ref.dtype = *parsed;
+  ref.data = view->view.buf;
+  for (int i = 0; i < view->view.ndim; ++i) {
+    ref.shape.push_back(view->view.shape[i]);
+  }
+  ref.view = std::move(view);
+  return ref;
+}
+
+std::int64_t NumElements(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+void CheckSameLayout(const TensorRef& in, const TensorRef& out,
+                     const std::string& what) {
+  if (in.dtype != out.dtype ||
+      NumElements(in.shape) != NumElements(out.shape)) {
+    Raise("invalid_argument",
+          what + ": the output (" + std::string(DataTypeName(out.dtype)) +
+              ", " + std::to_string(NumElements(out.shape)) +
+              " elements) does not match the input (" +
+              std::string(DataTypeName(in.dtype)) + ", " +
+              std::to_string(NumElements(in.shape)) + " elements)");
+  }
+}
+
+ReduceOp ParseOp(const std::string& op) {
+  const std::optional<ReduceOp> parsed = ParseReduceOp(op);
+  if (!parsed) {
+    Raise("invalid_argument",
+          "unknown reduce op '" + op + "' (expected sum, average, min or max)");
+  }
+  return *parsed;
+}
+
+// ---------------------------------------------------------------------------
+// The process's runtime and the collectives in flight.
+
+struct Pending;
+
+struct State {
+  std::unique_ptr<Runtime> runtime;
+  // Buffers of handles that Python dropped before they completed: kept
+  // until the runtime is done with them.
+  std::vector<std::shared_ptr<Pending>> orphans;
+};
+
+// Never destroyed: C++ static destructors run after MPI_Finalize (an atexit
+// handler registered later), and Python's atexit shuts the runtime down.
+State& GetState() {
+  static State* state = new State;
+  return *state;
+}
+
+// The runtime, also after another rank shut it down: ranks, sizes and
+// status stay readable, and collectives fail with code "aborted".
+Runtime& Rt() {
+  State& s = GetState();
+  if (!s.runtime) {
+    Raise("not_initialized",
+          "hvdtune is not initialized (call init() first, or shutdown() "
+          "was called on this rank)");
+  }
+  return *s.runtime;
+}
+
+// What a collective keeps alive until it completes.
+struct Pending {
+  Handle handle;
+  std::vector<TensorRef> refs;
+  bool allgather = false;
+  DataType dtype = DataType::kUInt8;
+};
+
+void PruneOrphans() {
+  auto& orphans = GetState().orphans;
+  std::erase_if(orphans, [](const std::shared_ptr<Pending>& p) {
+    return p->handle.Poll();
+  });
+}
+
+// The Python-visible handle. Dropping it before completion hands its
+// buffers to the orphan list instead of freeing them under the runtime.
+class PyHandle {
+ public:
+  explicit PyHandle(std::shared_ptr<Pending> pending)
+      : pending_(std::move(pending)) {}
+  PyHandle(const PyHandle&) = delete;
+  PyHandle& operator=(const PyHandle&) = delete;
+  ~PyHandle() {
+    if (pending_ && !pending_->handle.Poll()) {
+      GetState().orphans.push_back(std::move(pending_));
+    }
+  }
+
+  bool Poll() const { return pending_->handle.Poll(); }
+
+  // Waits in slices with the GIL released, so other Python threads run and
+  // Ctrl-C raises KeyboardInterrupt instead of waiting forever.
+  void Wait() {
+    const Handle& h = pending_->handle;
+    if (!h.Poll()) {
+      for (;;) {
+        bool done = false;
+        {
+          py::gil_scoped_release release;
+          done = h.WaitFor(0.1);
+        }
+        if (done) break;
+        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      }
+    }
+    RaiseStatus(h.status());
+  }
+
+  const Handle& handle() const { return pending_->handle; }
+  bool is_allgather() const { return pending_->allgather; }
+  DataType dtype() const { return pending_->dtype; }
+
+ private:
+  std::shared_ptr<Pending> pending_;
+};
+
+// An allgather's result as a buffer that numpy and torch can view without
+// a copy; it keeps the handle's state (and so the bytes) alive.
+class GatherResult {
+ public:
+  GatherResult(Handle handle, DataType dtype)
+      : handle_(std::move(handle)), dtype_(dtype) {}
+
+  py::buffer_info Info() const {
+    const std::vector<std::uint8_t>& bytes = handle_.output();
+    const std::vector<std::int64_t>& shape = handle_.output_shape();
+    const auto itemsize = static_cast<py::ssize_t>(DataTypeSize(dtype_));
+    std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+    std::vector<py::ssize_t> strides(dims.size());
+    py::ssize_t stride = itemsize;
+    for (std::size_t i = dims.size(); i-- > 0;) {
+      strides[i] = stride;
+      stride *= dims[i];
+    }
+    // Never written again by the runtime once the handle completed.
+    void* data = const_cast<std::uint8_t*>(bytes.data());
+    return py::buffer_info(data, itemsize, Format(),
+                           static_cast<py::ssize_t>(dims.size()), dims,
+                           strides);
+  }
+  DataType dtype() const { return dtype_; }
+
+ private:
+  std::string Format() const {
+    switch (dtype_) {
+      case DataType::kUInt8:
+        return "B";
+      case DataType::kInt32:
+        return "i";
+      case DataType::kInt64:
+        return "q";
+      case DataType::kFloat16:
+        return "e";
+      case DataType::kBFloat16:
+        return "H";  // raw bits; hvdtune.torch views them as bfloat16
+      case DataType::kFloat32:
+        return "f";
+      case DataType::kFloat64:
+        return "d";
+    }
+    return "B";
+  }
+
+  Handle handle_;
+  DataType dtype_;
+};
+
+std::unique_ptr<PyHandle> MakeHandle(std::shared_ptr<Pending> pending) {
+  if (!GetState().orphans.empty()) PruneOrphans();
+  return std::make_unique<PyHandle>(std::move(pending));
+}
+
+// ---------------------------------------------------------------------------
+// Module functions.
+
+void Init(bool tune_num_groups) {
+  State& s = GetState();
+  if (s.runtime && s.runtime->running()) return;
+  s.runtime.reset();
+  RuntimeOptions options;
+  options.tune_num_groups = tune_num_groups;
+  try {
+    // MPI init and the ranks' configuration agreement block; let other
+    // Python threads run meanwhile.
+    py::gil_scoped_release release;
+    s.runtime = std::make_unique<Runtime>(std::move(options));
+  } catch (const ConfigError& e) {
+    Raise("config", e.what());
+  } catch (const std::exception& e) {
+    Raise("internal", std::string("init failed: ") + e.what());
+  }
+}
+
+void Shutdown() {
+  State& s = GetState();
+  if (s.runtime) {
+    {
+      py::gil_scoped_release release;
+      s.runtime->Shutdown();
+    }
+    s.runtime.reset();
+  }
+  // Every pending handle failed with kAborted: nothing uses the buffers.
+  PruneOrphans();
+}
+
+std::unique_ptr<PyHandle> AllreduceAsync(const std::string& name,
+                                         py::handle input, py::handle output,
+                                         const std::string& op) {
+  Runtime& rt = Rt();
+  const ReduceOp reduce = ParseOp(op);
+  auto pending = std::make_shared<Pending>();
+  TensorRef in = Resolve(input, false, "input of allreduce '" + name + "'");
+  TensorRef out =
+      input.is(output)
+          ? in
+          : Resolve(output, true, "output of allreduce '" + name + "'");
+  CheckSameLayout(in, out, "allreduce '" + name + "'");
+  pending->handle =
+      rt.Allreduce(name, in.data, out.data, in.shape, in.dtype, reduce);
+  pending->refs.push_back(std::move(in));
+  pending->refs.push_back(std::move(out));
+  return MakeHandle(std::move(pending));
+}
+
+std::unique_ptr<PyHandle> GroupedAllreduceAsync(
+    const std::string& group, const std::vector<std::string>& names,
+    const py::sequence& inputs, const py::sequence& outputs,
+    const std::string& op) {
+  Runtime& rt = Rt();
+  const ReduceOp reduce = ParseOp(op);
+  const std::size_t n = names.size();
+  if (static_cast<std::size_t>(py::len(inputs)) != n ||
+      static_cast<std::size_t>(py::len(outputs)) != n) {
+    Raise("invalid_argument",
+          "grouped allreduce '" + group + "': " + std::to_string(n) +
+              " names, " + std::to_string(py::len(inputs)) + " inputs and " +
+              std::to_string(py::len(outputs)) + " outputs");
+  }
+  auto pending = std::make_shared<Pending>();
+  std::vector<AllreduceTensor> tensors(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string what =
+        "grouped allreduce '" + group + "' member '" + names[i] + "'";
+    py::handle in_obj = inputs[i];
+    py::handle out_obj = outputs[i];
+    TensorRef in = Resolve(in_obj, false, "input of " + what);
+    TensorRef out =
+        in_obj.is(out_obj) ? in : Resolve(out_obj, true, "output of " + what);
+    CheckSameLayout(in, out, what);
+    tensors[i] =
+        AllreduceTensor{names[i], in.data, out.data, in.shape, in.dtype};
+    pending->refs.push_back(std::move(in));
+    pending->refs.push_back(std::move(out));
+  }
+  pending->handle = rt.GroupedAllreduce(group, tensors, reduce);
+  return MakeHandle(std::move(pending));
+}
+
+std::unique_ptr<PyHandle> BroadcastAsync(const std::string& name,
+                                         py::handle buffer, int root) {
+  Runtime& rt = Rt();
+  auto pending = std::make_shared<Pending>();
+  TensorRef buf = Resolve(buffer, true, "buffer of broadcast '" + name + "'");
+  pending->handle = rt.Broadcast(name, buf.data, buf.shape, buf.dtype, root);
+  pending->refs.push_back(std::move(buf));
+  return MakeHandle(std::move(pending));
+}
+
+std::unique_ptr<PyHandle> AllgatherAsync(const std::string& name,
+                                         py::handle input) {
+  Runtime& rt = Rt();
+  auto pending = std::make_shared<Pending>();
+  TensorRef in = Resolve(input, false, "input of allgather '" + name + "'");
+  if (in.shape.empty()) {
+    Raise("invalid_argument", "input of allgather '" + name +
+                                  "': a scalar; allgather needs at least one "
+                                  "dimension");
+  }
+  pending->handle = rt.Allgather(name, in.data, in.shape, in.dtype);
+  pending->allgather = true;
+  pending->dtype = in.dtype;
+  pending->refs.push_back(std::move(in));
+  return MakeHandle(std::move(pending));
+}
+
+GatherResult GatherOutput(const PyHandle& h) {
+  if (!h.is_allgather()) {
+    Raise("invalid_argument", "output(): not an allgather handle");
+  }
+  if (!h.Poll()) Raise("invalid_argument", "output(): still in progress");
+  RaiseStatus(h.handle().status());
+  return GatherResult(h.handle(), h.dtype());
+}
+
+py::dict KnobsDict(const KnobSettings& values) {
+  py::dict d;
+  for (const KnobSpec& spec : KnobTable()) {
+    d[py::str(std::string(spec.name))] = values.FormatValue(spec.id);
+  }
+  return d;
+}
+
+py::dict AutotuneStatusDict() {
+  const AutotuneStatus st = Rt().autotune_status();
+  py::dict d;
+  d["phase"] = std::string(AutotunePhaseName(st.phase));
+  d["samples"] = st.samples;
+  d["default_score"] = st.default_score;
+  d["best_score"] = st.best_score;
+  d["best"] = KnobsDict(st.best);
+  d["tuned_knobs"] = st.tuned_knobs;
+  d["source"] = st.source;
+  d["fingerprint"] = st.fingerprint;
+  return d;
+}
+
+py::dict StatsDict() {
+  const RuntimeStats st = Rt().stats();
+  py::dict d;
+  d["cycles"] = st.cycles;
+  d["active_cycles"] = st.active_cycles;
+  d["negotiation_seconds"] = st.negotiation_seconds;
+  d["cache_hits"] = st.cache_hits;
+  d["cache_misses"] = st.cache_misses;
+  d["tensors_completed"] = st.tensors_completed;
+  d["collective_calls"] = st.collective_calls;
+  d["bytes_allreduced"] = st.bytes_allreduced;
+  d["knob_version"] = st.knob_version;
+  d["autotune_seconds"] = st.autotune_seconds;
+  return d;
+}
+
+// Raw MPI on MPI_COMM_WORLD, for benchmarks that put the runtime beside
+// plain MPI_Allreduce on the same buffers through the same binding. MPI must
+// be up (init() brings it up, and it stays up after shutdown()).
+void RequireMpi(const char* what) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) {
+    Raise("not_initialized",
+          std::string(what) + ": MPI is not initialized (call init() once)");
+  }
+}
+
+MPI_Datatype MpiType(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return MPI_UINT8_T;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
+    case DataType::kFloat32:
+      return MPI_FLOAT;
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
+    default:
+      return MPI_DATATYPE_NULL;
+  }
+}
+
+void MpiAllreduceSum(py::handle input, py::handle output) {
+  RequireMpi("mpi_allreduce_sum");
+  TensorRef in = Resolve(input, false, "input of mpi_allreduce_sum");
+  TensorRef out = Resolve(output, true, "output of mpi_allreduce_sum");
+  CheckSameLayout(in, out, "mpi_allreduce_sum");
+  const MPI_Datatype type = MpiType(in.dtype);
+  if (type == MPI_DATATYPE_NULL) {
+    Raise("invalid_argument", "mpi_allreduce_sum: MPI has no type for " +
+                                  std::string(DataTypeName(in.dtype)));
+  }
+  const std::int64_t count = NumElements(in.shape);
+  int rc = MPI_SUCCESS;
+  {
+    py::gil_scoped_release release;
+    rc = MPI_Allreduce(in.data, out.data, static_cast<int>(count), type,
+                       MPI_SUM, MPI_COMM_WORLD);
+  }
+  if (rc != MPI_SUCCESS) Raise("internal", "MPI_Allreduce failed");
+}
+
+double MpiMax(double value) {
+  RequireMpi("mpi_max");
+  double result = 0;
+  py::gil_scoped_release release;
+  MPI_Allreduce(&value, &result, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return result;
+}
+
+void MpiBarrier() {
+  RequireMpi("mpi_barrier");
+  py::gil_scoped_release release;
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Ends every rank of the job at once (an uncaught exception on one rank
+// must not leave the others waiting for it).
+void Abort(int code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace
+
+void DefineModule(py::module_& m) {
+  m.doc() = "hvdtune runtime binding (use the hvdtune package)";
+  g_error_type = PyErr_NewExceptionWithDoc(
+      "hvdtune.HvdtuneError",
+      "An error reported by the hvdtune runtime; `code` names its kind.",
+      PyExc_RuntimeError, nullptr);
+  m.attr("HvdtuneError") = py::reinterpret_borrow<py::object>(g_error_type);
+
+  py::class_<PyHandle>(m, "Handle", py::dynamic_attr())
+      .def("poll", &PyHandle::Poll, "True once the collective finished.")
+      .def("wait", &PyHandle::Wait,
+           "Waits (GIL released); raises HvdtuneError if it failed.")
+      .def("output", &GatherOutput,
+           "An allgather's result bytes (a buffer; see output_shape).")
+      .def_property_readonly("output_shape", [](const PyHandle& h) {
+        return h.handle().output_shape();
+      });
+  py::class_<GatherResult>(m, "GatherResult", py::buffer_protocol())
+      .def_buffer(&GatherResult::Info);
+
+  m.def("init", &Init, py::arg("tune_num_groups") = false);
+  m.def("shutdown", &Shutdown);
+  m.def("is_initialized", [] {
+    State& s = GetState();
+    return s.runtime != nullptr && s.runtime->running();
+  });
+  m.def("rank", [] { return Rt().rank(); });
+  m.def("size", [] { return Rt().size(); });
+  m.def("local_rank", [] { return Rt().local_rank(); });
+  m.def("local_size", [] { return Rt().local_size(); });
+  m.def("cross_rank", [] { return Rt().cross_rank(); });
+  m.def("cross_size", [] { return Rt().cross_size(); });
+  m.def("allreduce_async", &AllreduceAsync, py::arg("name"), py::arg("input"),
+        py::arg("output"), py::arg("op"));
+  m.def("grouped_allreduce_async", &GroupedAllreduceAsync, py::arg("group"),
+        py::arg("names"), py::arg("inputs"), py::arg("outputs"), py::arg("op"));
+  m.def("broadcast_async", &BroadcastAsync, py::arg("name"), py::arg("buffer"),
+        py::arg("root"));
+  m.def("allgather_async", &AllgatherAsync, py::arg("name"), py::arg("input"));
+  m.def("mark_step", [] { Rt().MarkStep(); });
+  m.def("autotune_status", &AutotuneStatusDict);
+  m.def("knobs", [] { return KnobsDict(Rt().knobs()); });
+  m.def("stats", &StatsDict);
+  m.def("split_into_groups", [](std::size_t n, int num_groups) {
+    return SplitIntoGroups(n, num_groups);
+  });
+  m.def("abort", &Abort, py::arg("code") = 1);
+  m.def("mpi_allreduce_sum", &MpiAllreduceSum, py::arg("input"),
+        py::arg("output"), "Raw MPI_Allreduce (sum) on MPI_COMM_WORLD.");
+  m.def("mpi_max", &MpiMax, "Largest `value` over the ranks (raw MPI).");
+  m.def("mpi_barrier", &MpiBarrier, "MPI_Barrier on MPI_COMM_WORLD.");
+  m.def("pending_orphans", [] { return GetState().orphans.size(); });
+}
+
+}  // namespace hvdtune::python
+
+PYBIND11_MODULE(_core, m) { hvdtune::python::DefineModule(m); }
