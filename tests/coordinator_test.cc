@@ -84,6 +84,27 @@ TEST(Coordinator, AllgatherAgreesOnAllButTheFirstDimension) {
   EXPECT_EQ(bad.Add({b}, 0)[0].kind, Response::Kind::kError);
 }
 
+TEST(Coordinator, AllgatherRowsThatSumPastInt64Fail) {
+  // Empty rows pass every rank's own size check, whatever the first
+  // dimension; the total row count must still be representable.
+  Coordinator c(2);
+  Request a = Req("g", 0, {std::int64_t{1} << 62, 0});
+  Request b = Req("g", 1, {std::int64_t{1} << 62, 0});
+  a.type = b.type = CollectiveType::kAllgather;
+  c.Add({a}, 0);
+  const auto out = c.Add({b}, 0);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].kind, Response::Kind::kError);
+  EXPECT_NE(out[0].error.find("first dimensions add up"), std::string::npos)
+      << out[0].error;
+}
+
+TEST(Request, EmptyShapeWithHugeDimensionsHasNoElements) {
+  Request r;
+  r.shape = {std::int64_t{1} << 62, 3, 0};
+  EXPECT_EQ(r.NumElements(), 0);
+}
+
 TEST(Coordinator, BroadcastRootOutsideTheWorldFails) {
   Coordinator c(2);
   Request a = Req("x", 0), b = Req("x", 1);

@@ -147,7 +147,20 @@ Response Coordinator::BuildResponse(const std::vector<Request>& reqs) const {
     return resp;
   }
   if (first.type == CollectiveType::kAllgather) {
-    for (const Request& q : reqs) resp.first_dims.push_back(q.shape[0]);
+    // Each rank's part fits (checked at enqueue); their sum must too, even
+    // when the rows are empty and no byte would move.
+    std::int64_t rows = 0;
+    for (const Request& q : reqs) {
+      if (__builtin_add_overflow(rows, q.shape[0], &rows)) {
+        resp.kind = Response::Kind::kError;
+        resp.first_dims.clear();
+        resp.error = "allgather of tensor '" + first.name +
+                     "': the ranks' first dimensions add up to more than "
+                     "2^63 - 1 rows";
+        return resp;
+      }
+      resp.first_dims.push_back(q.shape[0]);
+    }
   }
   return resp;
 }

@@ -172,8 +172,13 @@ void Executor::Broadcast(TensorEntry& e, ExecutionListener& listener,
 void Executor::Allgather(TensorEntry& e, const Response& resp,
                          const KnobSettings& knobs, ExecutionListener& listener,
                          ExecutionTotals& totals) {
+  // Bytes of one row; 0 when any trailing dimension is 0 (the others need
+  // not multiply without overflow then).
   std::int64_t row = static_cast<std::int64_t>(DataTypeSize(e.request.dtype));
   for (std::size_t d = 1; d < e.request.shape.size(); ++d) {
+    if (e.request.shape[d] == 0) row = 0;
+  }
+  for (std::size_t d = 1; row > 0 && d < e.request.shape.size(); ++d) {
     row *= e.request.shape[d];
   }
   std::vector<std::int64_t> bytes_per_rank;

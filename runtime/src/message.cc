@@ -6,6 +6,12 @@
 namespace hvdtune::internal {
 
 std::int64_t Request::NumElements() const {
+  // A zero anywhere makes the tensor empty, whatever the other dimensions
+  // (which then need not multiply without overflow: the enqueue checks only
+  // non-empty shapes).
+  for (std::int64_t d : shape) {
+    if (d == 0) return 0;
+  }
   std::int64_t n = 1;
   for (std::int64_t d : shape) n *= d;
   return n;
