@@ -11,6 +11,8 @@ PACKAGES=(
   libcli11-dev libfmt-dev
   prometheus-cpp-dev prometheus nodejs python3-yaml
   libsqlite3-dev
+  # clang: the import parser's libFuzzer test; librsvg2-bin: hvd-tune plot --png
+  clang librsvg2-bin
 )
 
 missing=()

@@ -202,9 +202,9 @@ Json StoredJson(const store::KnobValues& values) {
       std::visit([&](const auto& raw) { out[it->first] = raw; }, it->second);
     }
   }
-  for (const auto& [name, value] : values) {
-    if (FindKnob(name)) continue;
-    std::visit([&](const auto& raw) { out[name] = raw; }, value);
+  for (const auto& entry : values) {
+    if (FindKnob(entry.first)) continue;
+    std::visit([&](const auto& raw) { out[entry.first] = raw; }, entry.second);
   }
   return out;
 }

@@ -11,7 +11,7 @@ namespace hvdtune::cli {
 namespace {
 
 constexpr double kWidth = 860, kHeight = 500;
-constexpr double kLeft = 80, kRight = 170, kTop = 56, kBottom = 64;
+constexpr double kLeft = 80, kRight = 170, kTop = 66, kBottom = 64;
 constexpr double kPlotW = kWidth - kLeft - kRight;
 constexpr double kPlotH = kHeight - kTop - kBottom;
 
@@ -180,7 +180,7 @@ std::string Header(const std::string& title, const std::string& subtitle) {
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"24\" font-size=\"16\" "
       "font-weight=\"bold\">{3}</text>\n"
-      "<text x=\"{2}\" y=\"42\" fill=\"#555\">{4}</text>\n",
+      "<text x=\"{2}\" y=\"40\" fill=\"#555\">{4}</text>\n",
       kWidth, kHeight, kLeft, Escape(title), Escape(subtitle));
 }
 
@@ -240,24 +240,40 @@ std::string ProgressSvg(const PlotData& data) {
     const double x0 = px(s[i].number - 0.5), x1 = px(s[j - 1].number + 0.5);
     out += fmt::format(
         "<rect class=\"phase-band\" x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" "
-        "height=\"{}\" fill=\"{}\" fill-opacity=\"0.12\"/>\n"
-        "<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" fill=\"{}\">{}</text>\n",
-        x0, kTop, x1 - x0, kPlotH, PhaseColor(s[i].phase), x0 + 3, kTop + 13,
-        PhaseColor(s[i].phase), Escape(s[i].phase));
+        "height=\"{}\" fill=\"{}\" fill-opacity=\"0.12\"/>\n",
+        x0, kTop, x1 - x0, kPlotH, PhaseColor(s[i].phase));
+    // A label only where it fits (about 6.5 px per character).
+    if (x1 - x0 > 6.5 * static_cast<double>(s[i].phase.size()) + 6) {
+      out += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" "
+          "fill=\"{}\">{}</text>\n",
+          x0 + 3, kTop + 13, PhaseColor(s[i].phase), Escape(s[i].phase));
+    }
     if (std::find(legend.begin(), legend.end(), s[i].phase) == legend.end()) {
       legend.push_back(s[i].phase);
     }
     i = j;
   }
   out += Frame(x, y, "sample", "score (GB/s reduced per second of step)");
-  for (const auto& [n, label] : data.run_starts) {
+  // Run starts: a dashed line, labelled above the frame where there is room
+  // before the next run's label.
+  for (std::size_t r = 0; r < data.run_starts.size(); ++r) {
+    const auto& [n, label] = data.run_starts[r];
+    const double x0 = px(n - 0.5);
+    const double room =
+        (r + 1 < data.run_starts.size() ? px(data.run_starts[r + 1].first - 0.5)
+                                        : kLeft + kPlotW) -
+        x0;
     out += fmt::format(
         "<line class=\"run-start\" x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" "
-        "y2=\"{2}\" stroke=\"#444\" stroke-dasharray=\"4 3\"/>"
-        "<text x=\"{3:.1f}\" y=\"{4}\" font-size=\"10\" "
-        "fill=\"#444\">{5}</text>\n",
-        px(n - 0.5), kTop, kTop + kPlotH, px(n - 0.5) + 3, kTop + kPlotH - 6,
-        Escape(label));
+        "y2=\"{2}\" stroke=\"#444\" stroke-dasharray=\"4 3\"/>\n",
+        x0, kTop - 12, kTop + kPlotH);
+    if (room > 6 * static_cast<double>(label.size())) {
+      out += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" "
+          "fill=\"#444\">{}</text>\n",
+          x0 + 3, kTop - 4, Escape(label));
+    }
   }
   std::string best_line;
   double best = 0;
@@ -329,7 +345,7 @@ std::string KnobsSvg(const PlotData& data, KnobId x_id, KnobId y_id) {
   // Points sharing a category slot are spread a little (deterministically)
   // so that repeats stay visible.
   auto jitter = [](int n, bool on) {
-    return on ? (static_cast<double>((n * 37) % 11) / 10.0 - 0.5) * 0.5 : 0.0;
+    return on ? (static_cast<double>((n * 37) % 11) / 10.0 - 0.5) * 0.3 : 0.0;
   };
   auto pos = [&](const PlotSample& p, double& cx, double& cy) {
     const double xv = AxisValue(xs, p.knobs.Get(x_id));
