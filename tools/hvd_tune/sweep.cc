@@ -45,6 +45,8 @@ struct SweepOptions {
   int repeats = 3;
   int steps_per_sample = 0;  // 0: HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE
   int warmup_steps = 1;
+  int confirm_top = 3;
+  int confirm_rounds = 5;
   std::vector<std::string> grid;
   std::uint64_t seed = 1;
   std::string db;
@@ -243,47 +245,64 @@ int RunSweep(const SweepOptions& opt, int argc, char** argv) {
     result.bytes_per_step = model.total_bytes();
     result.samples_per_step = static_cast<double>(opt.batch_size) * rt.size();
     result.repeats = opt.repeats;
+    result.confirm_rounds = opt.confirm_rounds;
     result.steps_per_sample = steps_per_sample;
     if (db) result.store_path = db->path();
     const double bytes = static_cast<double>(model.total_bytes());
-    Progress progress(plan->total_visits(), StdoutIsTerminal() && !opt.json);
+    const int confirm_visits = opt.confirm_top * opt.confirm_rounds;
+    Progress progress(plan->total_visits() + confirm_visits,
+                      StdoutIsTerminal() && !opt.json);
     std::vector<PointResult> points;
     double best = 0;
     int visits = 0;
-    try {
-      while (const auto i = plan->Next()) {
-        const KnobSettings& knobs = plan->points()[*i];
-        if (points.size() <= *i) points.resize(*i + 1);
-        points[*i].knobs = knobs;
-        if (!(rt.knobs() == knobs)) {
-          const std::uint64_t version = rt.RequestKnobUpdate(knobs);
-          // Steps until every rank applied it, then the warm-up steps.
-          while (rt.knob_version() < version) {
-            AgreeContinue(true);
-            run_step();
-          }
-        }
-        for (int w = 0; w < opt.warmup_steps; ++w) {
+    // One sample: the knobs in force on every rank, warm-up steps, then the
+    // median throughput of the sample's steps.
+    auto visit = [&](const KnobSettings& knobs, const char* phase) {
+      if (!(rt.knobs() == knobs)) {
+        const std::uint64_t version = rt.RequestKnobUpdate(knobs);
+        while (rt.knob_version() < version) {
           AgreeContinue(true);
           run_step();
         }
-        std::vector<double> rates;
-        for (int s = 0; s < steps_per_sample; ++s) {
-          AgreeContinue(true);
-          rates.push_back(bytes / run_step());
-        }
-        std::sort(rates.begin(), rates.end());
-        const double score = rates[rates.size() / 2];
+      }
+      for (int w = 0; w < opt.warmup_steps; ++w) {
+        AgreeContinue(true);
+        run_step();
+      }
+      std::vector<double> rates;
+      for (int s = 0; s < steps_per_sample; ++s) {
+        AgreeContinue(true);
+        rates.push_back(bytes / run_step());
+      }
+      const double score = bench::Median(rates);
+      best = std::max(best, score);
+      ++visits;
+      if (db) db->Add({visits, phase, ToStored(knobs), score, WallClock()});
+      if (!opt.json) {
+        progress.Sample(visits, KnobsText(knobs, VariedKnobs(plan->points())),
+                        score, best);
+      }
+      return score;
+    };
+    try {
+      while (const auto i = plan->Next()) {
+        if (points.size() <= *i) points.resize(*i + 1);
+        points[*i].knobs = plan->points()[*i];
+        const double score = visit(points[*i].knobs, "sweep");
         plan->Observe(*i, score);
         points[*i].scores.push_back(score);
-        best = std::max(best, score);
-        ++visits;
-        if (db) {
-          db->Add({visits, "sweep", ToStored(knobs), score, WallClock()});
-        }
-        if (!opt.json) {
-          progress.Sample(visits, KnobsText(knobs, VariedKnobs(plan->points())),
-                          score, best);
+      }
+      // The best of many noisy medians is biased upwards: the leaders are
+      // measured again, round after round in alternating order, and the
+      // confirmation decides.
+      RankPoints(points);
+      const std::size_t top = std::min<std::size_t>(
+          points.size() > 1 ? static_cast<std::size_t>(opt.confirm_top) : 0,
+          points.size());
+      for (int round = 0; round < opt.confirm_rounds && top > 0; ++round) {
+        for (std::size_t k = 0; k < top; ++k) {
+          PointResult& p = points[round % 2 ? top - 1 - k : k];
+          p.confirm.push_back(visit(p.knobs, "confirm"));
         }
       }
     } catch (const std::exception& e) {
@@ -310,7 +329,8 @@ int RunSweep(const SweepOptions& opt, int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   if (db && !result.points.empty()) {
-    db->End(result.points.front().knobs, result.points.front().median);
+    const PointResult& best = result.points.front();
+    db->End(best.knobs, best.confirm.empty() ? best.median : best.confirmed);
   }
   if (!opt.csv.empty()) WriteCsv(result, opt.csv);
   if (opt.json) {
@@ -366,6 +386,12 @@ Command AddSweepCommand(CLI::App& app, int argc, char** argv) {
                   "a grid axis KNOB=V1,V2,... (repeat for more axes; "
                   "replaces the default grid), e.g. fusion_threshold=1M,64M")
       ->allow_extra_args(false);
+  sub->add_option("--confirm-top", opt->confirm_top,
+                  "configurations measured again at the end (0: none)")
+      ->check(CLI::Range(0, 1000));
+  sub->add_option("--confirm-rounds", opt->confirm_rounds,
+                  "rounds of that confirmation; its median ranks them")
+      ->check(CLI::Range(0, 1000));
   sub->add_option("--seed", opt->seed, "seed of the order and the optimizer");
   AddDbOption(*sub, opt->db);
   sub->add_flag("--no-store", opt->no_store, "do not write the store");

@@ -37,11 +37,16 @@ void RankPoints(std::vector<PointResult>& points) {
     p.median = MedianOf(p.scores);
     const auto [lo, hi] = std::minmax_element(p.scores.begin(), p.scores.end());
     p.spread = p.scores.empty() || p.median <= 0 ? 0 : (*hi - *lo) / p.median;
+    p.confirmed = MedianOf(p.confirm);
   }
   std::erase_if(points, [](const PointResult& p) { return p.scores.empty(); });
   std::stable_sort(points.begin(), points.end(),
                    [](const PointResult& a, const PointResult& b) {
-                     return a.median > b.median;
+                     if (a.confirm.empty() != b.confirm.empty()) {
+                       return !a.confirm.empty();
+                     }
+                     return a.confirm.empty() ? a.median > b.median
+                                              : a.confirmed > b.confirmed;
                    });
 }
 
@@ -88,15 +93,15 @@ void PrintTable(const SweepResult& r, int top) {
       r.bytes_per_step > 0 ? r.samples_per_step / r.bytes_per_step : 0;
   fmt::print(
       "\n{} sweep of {} on {} ranks: {} configurations x {} repeats of {} "
-      "steps in {}\n",
+      "steps, the leaders confirmed over {} more rounds, in {}\n",
       r.strategy, r.workload, r.ranks, r.points.size(), r.repeats,
-      r.steps_per_sample, Duration(r.seconds));
+      r.steps_per_sample, r.confirm_rounds, Duration(r.seconds));
   std::string header = fmt::format("{:>4}", "rank");
   for (KnobId id : r.varied) {
     header += fmt::format("  {:>20}", GetKnobSpec(id).name);
   }
-  header += fmt::format("  {:>10}  {:>10}  {:>7}  {:>3}", "GB/s", "samples/s",
-                        "spread", "n");
+  header += fmt::format("  {:>8}  {:>7}  {:>3}  {:>9}  {:>10}", "GB/s",
+                        "spread", "n", "confirmed", "samples/s");
   fmt::print("{}\n", header);
   const int rows = std::min(top, static_cast<int>(r.points.size()));
   for (int i = 0; i < rows; ++i) {
@@ -105,9 +110,13 @@ void PrintTable(const SweepResult& r, int top) {
     for (KnobId id : r.varied) {
       line += fmt::format("  {:>20}", p.knobs.FormatValue(id));
     }
-    line +=
-        fmt::format("  {:>10.3f}  {:>10.1f}  {:>6.1f}%  {:>3}", p.median / 1e9,
-                    p.median * per_byte, p.spread * 100, p.scores.size());
+    const double score = p.confirm.empty() ? p.median : p.confirmed;
+    line += fmt::format("  {:>8.3f}  {:>6.1f}%  {:>3}  {:>9}  {:>10.1f}",
+                        p.median / 1e9, p.spread * 100, p.scores.size(),
+                        p.confirm.empty()
+                            ? std::string("-")
+                            : fmt::format("{:.3f}", p.confirmed / 1e9),
+                        score * per_byte);
     fmt::print("{}\n", line);
   }
   if (rows < static_cast<int>(r.points.size())) {
@@ -116,9 +125,13 @@ void PrintTable(const SweepResult& r, int top) {
   }
   if (r.points.empty()) return;
   const PointResult& best = r.points.front();
-  fmt::print("\nbest: {} ({:.1f} samples/s, median of {})\n  {}\n",
-             FormatRate(best.median), best.median * per_byte,
-             best.scores.size(), best.knobs.ToString());
+  const bool confirmed = !best.confirm.empty();
+  fmt::print("\nbest: {} ({:.1f} samples/s, median of {} {})\n  {}\n",
+             FormatRate(confirmed ? best.confirmed : best.median),
+             (confirmed ? best.confirmed : best.median) * per_byte,
+             confirmed ? best.confirm.size() : best.scores.size(),
+             confirmed ? "confirmation rounds" : "samples",
+             best.knobs.ToString());
   fmt::print("fingerprint: {}\n", r.fingerprint);
   if (!r.store_path.empty()) {
     fmt::print(
@@ -133,7 +146,7 @@ void WriteCsv(const SweepResult& r, const std::string& path) {
   std::ofstream out(path, std::ios::trunc);
   out << "rank";
   for (const KnobSpec& spec : KnobTable()) out << "," << spec.name;
-  out << ",score,score_min,score_max,spread,samples\n";
+  out << ",score,score_min,score_max,spread,samples,confirmed\n";
   int rank = 0;
   for (const PointResult& p : r.points) {
     out << ++rank;
@@ -143,7 +156,8 @@ void WriteCsv(const SweepResult& r, const std::string& path) {
     const auto [lo, hi] = std::minmax_element(p.scores.begin(), p.scores.end());
     out << "," << ExactNumber(p.median) << "," << ExactNumber(*lo) << ","
         << ExactNumber(*hi) << "," << ExactNumber(p.spread) << ","
-        << p.scores.size() << "\n";
+        << p.scores.size() << ","
+        << (p.confirm.empty() ? "" : ExactNumber(p.confirmed)) << "\n";
   }
   out.close();
   if (!out) throw Failure("--csv: cannot write '" + path + "'");
@@ -152,10 +166,13 @@ void WriteCsv(const SweepResult& r, const std::string& path) {
 Json SweepJson(const SweepResult& r) {
   Json points = Json::array();
   for (const PointResult& p : r.points) {
-    points.push_back({{"knobs", KnobsJson(p.knobs)},
-                      {"score", p.median},
-                      {"spread", p.spread},
-                      {"scores", p.scores}});
+    points.push_back(
+        {{"knobs", KnobsJson(p.knobs)},
+         {"score", p.median},
+         {"spread", p.spread},
+         {"scores", p.scores},
+         {"confirmed", p.confirm.empty() ? Json() : Json(p.confirmed)},
+         {"confirm_scores", p.confirm}});
   }
   Json varied = Json::array();
   for (KnobId id : r.varied) varied.push_back(GetKnobSpec(id).name);
@@ -167,6 +184,7 @@ Json SweepJson(const SweepResult& r) {
           {"bytes_per_step", r.bytes_per_step},
           {"samples_per_step", r.samples_per_step},
           {"repeats", r.repeats},
+          {"confirm_rounds", r.confirm_rounds},
           {"steps_per_sample", r.steps_per_sample},
           {"seconds", r.seconds},
           {"varied", varied},

@@ -19,6 +19,9 @@ struct PointResult {
   double median = 0;
   /// (max - min) / median of the scores.
   double spread = 0;
+  /// Scores of the confirmation rounds (the leaders only) and their median.
+  std::vector<double> confirm;
+  double confirmed = 0;
 };
 
 struct SweepResult {
@@ -31,6 +34,7 @@ struct SweepResult {
   /// Training samples per step (batch size x ranks), for samples/s.
   double samples_per_step = 0;
   int repeats = 0;
+  int confirm_rounds = 0;
   int steps_per_sample = 0;
   double seconds = 0;
   /// Best first.
@@ -39,7 +43,8 @@ struct SweepResult {
   std::vector<KnobId> varied;
 };
 
-/// Fills median and spread and sorts best first.
+/// Fills medians and spread and sorts best first: confirmed points by their
+/// confirmation median, then the others by their median.
 void RankPoints(std::vector<PointResult>& points);
 
 /// Rank 0's progress: a bar with the ETA on a terminal, a plain line per

@@ -85,15 +85,22 @@ def case_sweep():
     p = run(MPIRUN + ["-np", "2", ARGS.hvd_tune, "sweep", *WORKLOAD,
                       "--grid", "fusion_threshold=1M,64M",
                       "--grid", "cache_capacity=on,off", "--repeats", "2",
-                      "--steps-per-sample", "4", "--db", store(), "--csv", csv,
+                      "--steps-per-sample", "4", "--confirm-top", "2",
+                      "--confirm-rounds", "2", "--db", store(), "--csv", csv,
                       "--json"])
     result = json.loads(p.stdout)
     with open(os.path.join(ARGS.work, "sweep.json"), "w") as f:
         json.dump(result, f)
     check(len(result["points"]) == 4, f"4 grid points, got {len(result['points'])}")
     check(all(len(pt["scores"]) == 2 for pt in result["points"]), "2 repeats each")
-    scores = [pt["score"] for pt in result["points"]]
-    check(scores == sorted(scores, reverse=True), "ranked best first")
+    confirmed = [pt["confirmed"] for pt in result["points"][:2]]
+    check(all(len(pt["confirm_scores"]) == 2 for pt in result["points"][:2]) and
+          confirmed == sorted(confirmed, reverse=True),
+          "the two leaders confirmed over 2 rounds, ranked by that")
+    scores = [pt["score"] for pt in result["points"][2:]]
+    check(scores == sorted(scores, reverse=True) and
+          all(pt["confirmed"] is None for pt in result["points"][2:]),
+          "the rest ranked by their median")
     check(result["best"] == result["points"][0], "best is the first row")
     check(result["varied"] == ["fusion_threshold", "cache_capacity"],
           f"varied knobs: {result['varied']}")
@@ -105,9 +112,13 @@ def case_sweep():
           f"CSV header + 4 rows: {lines[:2]}")
     # Every sample and the best are in the store under that fingerprint.
     con = sqlite3.connect(store())
-    n = con.execute("SELECT COUNT(*) FROM samples s JOIN runs r ON "
-                    "r.id = s.run_id WHERE r.source = 'sweep'").fetchone()[0]
-    check(n == 8, f"8 sweep samples stored, got {n}")
+    phases = dict(con.execute(
+        "SELECT s.phase, COUNT(*) FROM samples s JOIN runs r ON r.id = "
+        "s.run_id WHERE r.source = 'sweep' GROUP BY s.phase").fetchall())
+    check(phases == {"sweep": 8, "confirm": 4}, f"samples stored: {phases}")
+    score = con.execute("SELECT score FROM best").fetchone()[0]
+    check(score == result["best"]["confirmed"], "stored best score is the "
+          f"confirmation median: {score} vs {result['best']['confirmed']}")
     best = dict(con.execute("SELECT knob, value FROM best_values").fetchall())
     check(best["fusion_threshold"] == result["best"]["knobs"]["fusion_threshold"],
           f"stored best {best} vs {result['best']['knobs']}")
@@ -131,7 +142,7 @@ def case_store():
     listing = json.loads(tune("show", "--db", store(), "--json").stdout)
     check(len(listing["pairs"]) == 1 and listing["pairs"][0]["fingerprint"] == fp,
           "show --json lists the pair")
-    check(listing["pairs"][0]["samples"] >= 8, "sample count")
+    check(listing["pairs"][0]["samples"] >= 12, "sample count")
     none = json.loads(tune("show", "--db", store(), "--json", "--model",
                            "no-such-model").stdout)
     check(none["pairs"] == [], "--model filter")
@@ -142,7 +153,7 @@ def case_store():
     one = json.loads(tune("show", "--db", store(), fp[:8], "--json").stdout)
     check(one["fingerprint"] == fp, "show PREFIX finds the pair")
     check(one["runs"][0]["source"] == "sweep" and
-          len(one["runs"][0]["samples"]) == 8, "show FP: every sample of run 1")
+          len(one["runs"][0]["samples"]) == 12, "show FP: every sample of run 1")
     # Export -> import into a fresh store -> export: the same document.
     exported = os.path.join(ARGS.work, "export.json")
     tune("export", "--db", store(), "-o", exported)
@@ -320,7 +331,7 @@ def case_plot():
     tune("plot", "--db", store(), fp, "--run", str(one["runs"][0]["id"]), "-o", run1)
     points = [c for c in ET.parse(run1).getroot().iter(ns + "circle")
               if c.get("class") == "sample"]
-    check(len(points) == 8, "--run plots that run's 8 samples")
+    check(len(points) == 12, "--run plots that run's 12 samples")
     # From an autotune CSV log.
     log = os.path.join(ARGS.work, "autotune.csv")
     trainer({"HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_STORE": "off",
