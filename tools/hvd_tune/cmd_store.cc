@@ -199,10 +199,15 @@ struct BestOptions {
 };
 
 int RunBest(const BestOptions& opt) {
-  if (opt.fingerprint.empty() == opt.workload.empty() &&
-      opt.tensors.empty() == opt.fingerprint.empty()) {
+  const bool by_workload = !opt.workload.empty() || !opt.tensors.empty();
+  if (opt.fingerprint.empty() && !by_workload) {
     throw UsageError(
         "give a FINGERPRINT or --workload NAME (or --tensors FILE)");
+  }
+  if (!opt.fingerprint.empty() && by_workload) {
+    throw UsageError(
+        "FINGERPRINT: give either a fingerprint or --workload / "
+        "--tensors, not both");
   }
   auto db = OpenStoreForReading(ResolveStorePath(opt.db));
   store::PairSummary pair;

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 
+#include "bench_common.h"
+
 namespace hvdtune::cli {
 namespace {
 
@@ -15,28 +17,7 @@ constexpr double kLeft = 80, kRight = 170, kTop = 66, kBottom = 64;
 constexpr double kPlotW = kWidth - kLeft - kRight;
 constexpr double kPlotH = kHeight - kTop - kBottom;
 
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+std::string Escape(const std::string& s) { return bench::XmlEscape(s); }
 
 std::string PhaseColor(const std::string& phase) {
   static const std::map<std::string, std::string> colors = {

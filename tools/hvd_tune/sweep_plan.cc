@@ -192,7 +192,7 @@ std::vector<GridAxis> DefaultGrid(const KnobConfig& config, bool multi_node) {
     if (!config.pinned[static_cast<int>(id)]) axes.push_back({id, values});
   };
   add(KnobId::kFusionThreshold, {1 * kMiB, 16 * kMiB, 128 * kMiB});
-  add(KnobId::kCycleTime, {0.5, 2.0});
+  add(KnobId::kCycleTime, {0.2, 0.5, 2.0});
   std::vector<double> algorithms;
   for (std::size_t i = 0; i < AllreduceAlgorithms().size(); ++i) {
     algorithms.push_back(static_cast<double>(i));

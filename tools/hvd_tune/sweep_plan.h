@@ -27,8 +27,8 @@ struct GridAxis {
 /// off. Throws UsageError naming --grid.
 GridAxis ParseGridAxis(const std::string& text, const KnobConfig& config);
 
-/// The default grid: fusion threshold {1, 16, 128} MiB x cycle time {0.5, 2}
-/// ms x every allreduce algorithm x response cache {on, off} (x hierarchical
+/// The default grid: fusion threshold {1, 16, 128} MiB x cycle time {0.2, 0.5,
+/// 2} ms x every allreduce algorithm x response cache {on, off} (x hierarchical
 /// allgather {off, on} with more than one node); knobs the user pinned stay
 /// out.
 std::vector<GridAxis> DefaultGrid(const KnobConfig& config, bool multi_node);
