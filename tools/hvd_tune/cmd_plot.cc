@@ -133,6 +133,7 @@ PlotData FromStore(const PlotOptions& opt) {
                               PrintableFingerprint(pair), opt.run));
   }
   if (opt.run != 0) data.title += fmt::format(", run {}", opt.run);
+  if (pair.best) data.best = FromStored(pair.best->values, KnobSettings());
   return data;
 }
 

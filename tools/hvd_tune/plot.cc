@@ -352,9 +352,13 @@ std::string KnobsSvg(const PlotData& data, KnobId x_id, KnobId y_id) {
         Escape(p.knobs.FormatValue(x_id)), ys.name,
         Escape(p.knobs.FormatValue(y_id)));
   }
-  if (best) {
-    double cx = 0, cy = 0;
-    pos(*best, cx, cy);
+  // The ring sits on the best configuration's own values (no jitter).
+  std::optional<KnobSettings> ringed = data.best;
+  if (!ringed && best) ringed = best->knobs;
+  if (ringed) {
+    const double cx = kLeft + x.Unit(AxisValue(xs, ringed->Get(x_id))) * kPlotW;
+    const double cy =
+        kTop + (1 - y.Unit(AxisValue(ys, ringed->Get(y_id)))) * kPlotH;
     out += fmt::format(
         "<circle class=\"best\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"11\" "
         "fill=\"none\" stroke=\"#d62728\" stroke-width=\"2.5\"/>\n",
@@ -373,9 +377,9 @@ std::string KnobsSvg(const PlotData& data, KnobId x_id, KnobId y_id) {
       "<text x=\"{0}\" y=\"{3:.1f}\">{4:.3f} GB/s</text>\n"
       "<circle cx=\"{5}\" cy=\"{6:.1f}\" r=\"8\" fill=\"none\" "
       "stroke=\"#d62728\" stroke-width=\"2.5\"/>"
-      "<text x=\"{0}\" y=\"{7:.1f}\">best</text>\n",
+      "<text x=\"{0}\" y=\"{7:.1f}\">{8}</text>\n",
       bx + 22, kTop + 10, hi / 1e9, kTop + bh, lo / 1e9, bx + 8, kTop + bh + 30,
-      kTop + bh + 34);
+      kTop + bh + 34, data.best ? "stored best" : "best sample");
   return out + "</svg>\n";
 }
 

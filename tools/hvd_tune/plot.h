@@ -3,6 +3,7 @@
 // the score over two knobs with every sampled point.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct PlotData {
   std::vector<PlotSample> samples;
   /// Sample numbers where a new run starts, with a label ("run 2, store").
   std::vector<std::pair<int, std::string>> run_starts;
+  /// The store's best configuration, ringed in the knobs picture (without
+  /// one, the best-scoring sample is).
+  std::optional<KnobSettings> best;
 };
 
 /// Score per sample: one circle (class "sample") per sample coloured by
@@ -32,8 +36,8 @@ struct PlotData {
 std::string ProgressSvg(const PlotData& data);
 
 /// Score over knobs `x` and `y`: one circle (class "sample") per sample at
-/// its knob values, coloured by score, the best one ringed. Log axes for
-/// log-scaled knobs, one column per choice for categorical and on/off ones.
+/// its knob values, coloured by score, the best configuration ringed. Log axes
+/// for log-scaled knobs, one column per choice for categorical and on/off ones.
 std::string KnobsSvg(const PlotData& data, KnobId x, KnobId y);
 
 }  // namespace hvdtune::cli

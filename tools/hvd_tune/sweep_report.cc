@@ -100,8 +100,8 @@ void PrintTable(const SweepResult& r, int top) {
   for (KnobId id : r.varied) {
     header += fmt::format("  {:>20}", GetKnobSpec(id).name);
   }
-  header += fmt::format("  {:>8}  {:>7}  {:>3}  {:>9}  {:>10}", "GB/s",
-                        "spread", "n", "confirmed", "samples/s");
+  header += fmt::format("  {:>8}  {:>10}  {:>7}  {:>3}  {:>9}", "GB/s",
+                        "samples/s", "spread", "n", "confirmed");
   fmt::print("{}\n", header);
   const int rows = std::min(top, static_cast<int>(r.points.size()));
   for (int i = 0; i < rows; ++i) {
@@ -110,13 +110,11 @@ void PrintTable(const SweepResult& r, int top) {
     for (KnobId id : r.varied) {
       line += fmt::format("  {:>20}", p.knobs.FormatValue(id));
     }
-    const double score = p.confirm.empty() ? p.median : p.confirmed;
-    line += fmt::format("  {:>8.3f}  {:>6.1f}%  {:>3}  {:>9}  {:>10.1f}",
-                        p.median / 1e9, p.spread * 100, p.scores.size(),
-                        p.confirm.empty()
-                            ? std::string("-")
-                            : fmt::format("{:.3f}", p.confirmed / 1e9),
-                        score * per_byte);
+    line += fmt::format(
+        "  {:>8.3f}  {:>10.1f}  {:>6.1f}%  {:>3}  {:>9}", p.median / 1e9,
+        p.median * per_byte, p.spread * 100, p.scores.size(),
+        p.confirm.empty() ? std::string("-")
+                          : fmt::format("{:.3f}", p.confirmed / 1e9));
     fmt::print("{}\n", line);
   }
   if (rows < static_cast<int>(r.points.size())) {

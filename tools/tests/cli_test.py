@@ -384,6 +384,12 @@ def case_run():
     check(os.path.getsize(log) > 0 and os.path.getsize(timeline) > 0,
           "autotune log and timeline written")
     check(os.path.exists(db), "store at --db")
+    # Emulated nodes: each rank runs on its fake host.
+    nodes = os.path.join(ARGS.work, "run_node")
+    tune("run", "-np", "4", "--fake-nodes", "2", "--", "sh", "-c",
+         f"echo $HVDTUNE_FAKE_NODE > {nodes}.$OMPI_COMM_WORLD_RANK")
+    hosts = [open(f"{nodes}.{r}").read().strip() for r in range(4)]
+    check(sorted(hosts) == ["node0", "node0", "node1", "node1"], f"hosts {hosts}")
     # --dry-run: the flags only where needed.
     dry = tune("run", "-np", "1", "--dry-run", "--", "true").stdout
     check("--oversubscribe" not in dry, f"1 rank needs no --oversubscribe: {dry}")
