@@ -91,11 +91,18 @@ void Progress::Finish() {
 void PrintTable(const SweepResult& r, int top) {
   const double per_byte =
       r.bytes_per_step > 0 ? r.samples_per_step / r.bytes_per_step : 0;
+  const bool confirmed_any =
+      std::any_of(r.points.begin(), r.points.end(),
+                  [](const PointResult& p) { return !p.confirm.empty(); });
   fmt::print(
       "\n{} sweep of {} on {} ranks: {} configurations x {} repeats of {} "
-      "steps, the leaders confirmed over {} more rounds, in {}\n",
+      "steps{}, in {}\n",
       r.strategy, r.workload, r.ranks, r.points.size(), r.repeats,
-      r.steps_per_sample, r.confirm_rounds, Duration(r.seconds));
+      r.steps_per_sample,
+      confirmed_any ? fmt::format(", the leaders confirmed over {} more rounds",
+                                  r.confirm_rounds)
+                    : std::string(),
+      Duration(r.seconds));
   std::string header = fmt::format("{:>4}", "rank");
   for (KnobId id : r.varied) {
     header += fmt::format("  {:>20}", GetKnobSpec(id).name);

@@ -135,6 +135,29 @@ def case_sweep():
     print("sweep: ok", result["fingerprint"])
 
 
+def case_strategies():
+    table = json.loads(tune("knobs", "--json").stdout)
+    defaults = {k["name"]: k["default"] for k in table}
+    for strategy in ("random", "bayes"):
+        p = run(MPIRUN + ["-np", "2", ARGS.hvd_tune, "sweep", *WORKLOAD,
+                          "--strategy", strategy, "--budget", "4",
+                          "--repeats", "1", "--steps-per-sample", "2",
+                          "--confirm-top", "0", "--no-store", "--json"],
+                env={"HOROVOD_CYCLE_TIME": "1.5"})
+        result = json.loads(p.stdout)
+        points = [pt["knobs"] for pt in result["points"]]
+        check(len(points) == 4, f"{strategy}: 4 points")
+        check(len({json.dumps(k, sort_keys=True) for k in points}) == 4,
+              f"{strategy}: 4 different configurations")
+        initial = dict(defaults, cycle_time=1.5)
+        check(initial in points, f"{strategy}: the initial knobs are measured")
+        check(all(k["cycle_time"] == 1.5 for k in points) and
+              "cycle_time" not in result["varied"],
+              f"{strategy}: the pinned cycle time is never swept")
+        check("fusion_threshold" in result["varied"], f"{strategy}: {result['varied']}")
+    print("strategies: ok")
+
+
 def case_store():
     fp = sweep_result()["fingerprint"]
     text = tune("show", "--db", store()).stdout
