@@ -143,9 +143,12 @@ class StepRunner {
   void Run(std::int64_t step, int num_groups) {
     if (num_groups != groups_for_) Regroup(num_groups);
     handles_.clear();
+    compute_seconds_ = 0;
     std::size_t next_group = ranges_.size();
     for (std::size_t i = model_.layers(); i-- > 0;) {
+      const double t0 = NowSeconds();
       model_.Backward(i, step);
+      compute_seconds_ += NowSeconds() - t0;
       if (num_groups <= 0) {
         handles_.push_back(model_.Allreduce(rt_, i));
       } else if (next_group > 0 && ranges_[next_group - 1].first == i) {
@@ -156,6 +159,10 @@ class StepRunner {
     }
     for (const Handle& h : handles_) WaitOk(h, "gradient allreduce");
   }
+
+  /// Wall time of the last step's backward arithmetic: it grows when the
+  /// runtime takes CPU the application's compute needed.
+  double compute_seconds() const { return compute_seconds_; }
 
  private:
   void Regroup(int num_groups) {
@@ -180,6 +187,7 @@ class StepRunner {
   std::vector<std::vector<AllreduceTensor>> members_;
   std::vector<std::string> group_names_;
   std::vector<Handle> handles_;
+  double compute_seconds_ = 0;
 };
 
 }  // namespace hvdtune::bench

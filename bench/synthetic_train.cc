@@ -237,6 +237,8 @@ int Main(MpiSession& mpi, int argc, char** argv) {
   std::vector<Window> windows(1);
   bool measuring = false;
   std::int64_t measured = 0;
+  // Rank 0's backward compute per measured step.
+  std::vector<double> compute_seconds;
   std::int64_t skip = 0;
   std::int64_t step = 0;
   AutotunePhase phase = AutotunePhase::kOff;
@@ -311,7 +313,10 @@ int Main(MpiSession& mpi, int argc, char** argv) {
       close_window();
       continue;
     }
-    if (measuring) ++measured;
+    if (measuring) {
+      ++measured;
+      compute_seconds.push_back(runner.compute_seconds());
+    }
     windows.back().step_seconds.push_back(seconds);
     if (std::ssize(windows.back().step_seconds) == opt.window_steps) {
       close_window();
@@ -394,6 +399,7 @@ int Main(MpiSession& mpi, int argc, char** argv) {
       {"measured_steps", step_seconds.size()},
       {"samples_per_sec", samples_per_sec},
       {"step_time_ms_median", Median(step_seconds) * 1e3},
+      {"compute_ms_median", Median(compute_seconds) * 1e3},
       {"config", KnobsJson(knobs)},
       {"autotune", autotune},
   };

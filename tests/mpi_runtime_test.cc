@@ -201,28 +201,36 @@ TEST(RuntimeErrors, DuplicateNameInFlightIsRejected) {
   Runtime& rt = SharedRuntime();
   std::vector<float> a(4, 1.0f), b(4), c(4);
   const std::int64_t shape[] = {4};
-  // Hold rank 0 back so the first one cannot complete before the second.
-  Handle first = rt.Allreduce("dup", a.data(), b.data(), shape,
-                              DataType::kFloat32, ReduceOp::kSum);
-  Handle second = rt.Allreduce("dup", a.data(), c.data(), shape,
-                               DataType::kFloat32, ReduceOp::kSum);
-  const Status s2 = second.Wait();
-  const Status s1 = first.Wait();
-  ASSERT_TRUE(s1.ok()) << s1.ToString();
-  // The second either raced a completed first one (fine) or was rejected.
-  if (!s2.ok()) {
-    EXPECT_EQ(s2.code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(s2.message().find("already in flight"), std::string::npos);
+  // Rank 0 submits "dup" only after every other rank has tried to submit it
+  // twice, so there the first cannot have completed before the second.
+  const bool hold_back = rt.rank() == 0 && rt.size() > 1;
+  Handle first, second;
+  if (!hold_back) {
+    first = rt.Allreduce("dup", a.data(), b.data(), shape, DataType::kFloat32,
+                         ReduceOp::kSum);
+    second = rt.Allreduce("dup", a.data(), c.data(), shape, DataType::kFloat32,
+                          ReduceOp::kSum);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  // Every rank either ran "dup" twice or once; make them agree again by
-  // draining a second round only where it was rejected everywhere.
-  int rejected = s2.ok() ? 0 : 1, all_rejected = 0;
-  MPI_Allreduce(&rejected, &all_rejected, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  int any_rejected = 0;
-  MPI_Allreduce(&rejected, &any_rejected, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  EXPECT_EQ(all_rejected, any_rejected)
-      << "ranks disagree on whether the duplicate ran";
+  if (hold_back) {
+    first = rt.Allreduce("dup", a.data(), b.data(), shape, DataType::kFloat32,
+                         ReduceOp::kSum);
+  }
+  const Status s1 = first.Wait();
+  ASSERT_TRUE(s1.ok()) << s1.ToString();
+  if (rt.size() > 1 && !hold_back) {
+    const Status s2 = second.Wait();
+    ASSERT_FALSE(s2.ok());
+    EXPECT_EQ(s2.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s2.message().find("already in flight"), std::string::npos);
+  } else if (second.valid()) {
+    // One rank: the first may have completed before the second came.
+    const Status s2 = second.Wait();
+    if (!s2.ok()) {
+      EXPECT_EQ(s2.code(), StatusCode::kInvalidArgument);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST(RuntimeFusion, FusionOnAndOffGiveIdenticalResults) {
@@ -273,8 +281,11 @@ TEST(RuntimeCache, SmallCacheEvictsAndStaysCorrect) {
     std::shuffle(order.begin(), order.end(), rng);
     RunSet(rt, "evict", 20, order, &outs);
     RunSet(rt, "evict.small", 6, Iota(6), &outs);
+    // Six names just cached in eight entries: these hit however the
+    // tensors above were split into cycles.
+    RunSet(rt, "evict.small", 6, Iota(6), &outs);
   }
-  EXPECT_GT(rt.stats().cache_hits, 0u);
+  EXPECT_GE(rt.stats().cache_hits, 4u * 6u);
 }
 
 TEST(RuntimeCache, ChangedShapeOfCachedNameIsRenegotiated) {

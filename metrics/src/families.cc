@@ -261,9 +261,10 @@ Families::Families(prometheus::Registry& r, const RuntimeInfo& info) {
                            .Help("Configuration store lookups, by result")
                            .Labels(rank)
                            .Register(r);
-  const char* results[] = {"hit", "near", "miss", "error"};
   for (int i = 0; i < 4; ++i) {
-    store_lookups[i] = &store_family.Add({{"result", results[i]}});
+    const auto result = static_cast<StoreLookupEvent::Result>(i);
+    store_lookups[i] = &store_family.Add(
+        {{"result", std::string(StoreLookupResultName(result))}});
   }
 
   BuildGauge()

@@ -138,6 +138,10 @@ void MetricsSink::OnStall(const StallEvent& e) {
   (e.shutdown ? f.stall_shutdowns : f.stall_warnings)->Increment();
 }
 
+void MetricsSink::OnStoreLookup(const StoreLookupEvent& e) {
+  state_->f->store_lookups[static_cast<int>(e.result)]->Increment();
+}
+
 int MetricsSink::port() const { return state_->port; }
 
 std::string MetricsSink::endpoint() const {

@@ -18,20 +18,26 @@ constexpr std::uint64_t kFlagKnobUpdate = 1u << 2;
 
 std::size_t WordsFor(std::size_t bits) { return (bits + 63) / 64; }
 
-// Waits for a request. With tensors waiting on this rank it polls like
-// MPI's own wait; when idle it sleeps briefly between tests instead: the
-// negotiation runs every cycle even when nothing is ready, and a spinning
-// wait there takes a core from the application (and, with more ranks than
-// cores, from the other ranks).
+// Waits for the negotiation's allreduce. Other ranks may be far behind
+// (computing, or sleeping out their cycle time), and with more ranks than
+// cores a spinning wait takes the core a late rank needs. So: test in a
+// tight loop only briefly (long enough for ranks that arrive together),
+// then sleep between tests, longer and longer. With tensors of this rank
+// waiting the sleeps stay short, so the round completes soon after the
+// last rank arrives; when idle they grow to a fifth of a millisecond.
 int WaitSleeping(MPI_Request* req, bool busy) {
+  using Clock = std::chrono::steady_clock;
   int done = 0;
-  auto pause = std::chrono::microseconds(2);
-  for (int spins = 0;; ++spins) {
+  const auto spin_until =
+      Clock::now() + std::chrono::microseconds(busy ? 30 : 5);
+  const auto max_pause = std::chrono::microseconds(busy ? 50 : 200);
+  auto pause = std::chrono::microseconds(busy ? 5 : 10);
+  for (;;) {
     const int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS || done) return rc;
-    if (busy || spins < 16) continue;
+    if (Clock::now() < spin_until) continue;
     std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(50));
+    pause = std::min(pause * 2, max_pause);
   }
 }
 
@@ -49,43 +55,79 @@ Controller::Controller(const MpiContext& mpi, std::size_t cache_capacity,
       cache_(cache_capacity),
       stall_(stall),
       clock_(clock ? clock : &SteadySeconds),
+      hit_id_(cache_capacity, kNoTensorId),
+      hit_words_(WordsFor(cache_capacity), 0),
       coordinator_(mpi.size, stall) {}
 
+void Controller::SendInFull(TensorId id) {
+  const Request& r = *pending_[id];
+  negotiating_.emplace(r.name, id);
+  to_send_.push_back(r);
+  to_send_.back().rank = mpi_.rank;
+}
+
+void Controller::AddHit(std::uint32_t bit, TensorId id) {
+  if (bit >= hit_id_.size()) {
+    hit_id_.resize(cache_.capacity(), kNoTensorId);
+    hit_words_.resize(WordsFor(cache_.capacity()), 0);
+  }
+  hit_id_[bit] = id;
+  hit_words_[bit / 64] |= std::uint64_t{1} << (bit % 64);
+  ++hit_count_;
+}
+
 void Controller::Reroute(std::uint32_t bit) {
-  const auto it = hit_pending_.find(bit);
-  if (it == hit_pending_.end()) return;
-  to_send_.push_back(pending_.at(it->second));
-  hit_pending_.erase(it);
+  if (bit >= hit_id_.size() || hit_id_[bit] == kNoTensorId) return;
+  SendInFull(hit_id_[bit]);
+  hit_id_[bit] = kNoTensorId;
+  hit_words_[bit / 64] &= ~(std::uint64_t{1} << (bit % 64));
+  --hit_count_;
+}
+
+void Controller::ClearHits() {
+  std::fill(hit_id_.begin(), hit_id_.end(), kNoTensorId);
+  std::fill(hit_words_.begin(), hit_words_.end(), 0);
+  hit_count_ = 0;
 }
 
 void Controller::ResizeCache(std::size_t capacity) {
-  for (const auto& [bit, name] : hit_pending_) {
-    to_send_.push_back(pending_.at(name));
+  for (std::uint32_t bit = 0; bit < hit_id_.size(); ++bit) {
+    if (hit_id_[bit] != kNoTensorId) SendInFull(hit_id_[bit]);
   }
-  hit_pending_.clear();
+  ClearHits();
   cache_ = ResponseCache(capacity);
+  hit_id_.assign(capacity, kNoTensorId);
+  hit_words_.assign(WordsFor(capacity), 0);
 }
 
-Controller::CycleResult Controller::RunCycle(
-    std::vector<Request> requests, bool shutdown,
-    const std::vector<std::uint8_t>* knob_update) {
-  CycleResult result;
+void Controller::RunCycle(const std::vector<const Request*>& requests,
+                          bool shutdown,
+                          const std::vector<std::uint8_t>* knob_update,
+                          CycleResult* out) {
+  CycleResult& result = *out;
+  result.ready.clear();
+  result.shutdown = false;
+  result.knob_update.reset();
+  result.cache_hits = result.cache_misses = 0;
+  result.status = Status::Ok();
+  result.stalls.clear();
   const double now = clock_();
   invalid_.clear();
-  for (Request& r : requests) {
-    r.rank = mpi_.rank;
-    const ResponseCache::Lookup found = cache_.Find(r);
+  for (const Request* r : requests) {
+    if (r->id >= pending_.size()) pending_.resize(r->id + 1, nullptr);
+    pending_[r->id] = r;
+    ++pending_count_;
+    const ResponseCache::Lookup found = cache_.Find(*r);
     if (found.state == ResponseCache::State::kHit) {
-      hit_pending_[found.bit] = r.name;
+      AddHit(found.bit, r->id);
       ++result.cache_hits;
     } else {
       if (found.state == ResponseCache::State::kInvalid) {
         invalid_.push_back(found.bit);
       }
-      to_send_.push_back(r);
+      SendInFull(r->id);
       ++result.cache_misses;
     }
-    pending_.emplace(r.name, std::move(r));
   }
   // The stall scans visit every waiting tensor: a few times per stall
   // period is enough, and keeps them off most cycles.
@@ -106,9 +148,7 @@ Controller::CycleResult Controller::RunCycle(
   if (shutdown) flags |= kFlagShutdown;
   if (mpi_.rank == 0 && knob_update != nullptr) flags |= kFlagKnobUpdate;
   bits_[0] = ~flags;
-  for (const auto& [bit, name] : hit_pending_) {
-    bits_[1 + bit / 64] |= std::uint64_t{1} << (bit % 64);
-  }
+  std::copy(hit_words_.begin(), hit_words_.end(), bits_.begin() + 1);
   for (std::size_t w = 0; w < words; ++w) bits_[1 + words + w] = ~0ull;
   for (std::uint32_t bit : invalid_) {
     bits_[1 + words + bit / 64] &= ~(std::uint64_t{1} << (bit % 64));
@@ -117,10 +157,10 @@ Controller::CycleResult Controller::RunCycle(
   int rc =
       MPI_Iallreduce(MPI_IN_PLACE, bits_.data(), static_cast<int>(bits_.size()),
                      MPI_UINT64_T, MPI_BAND, mpi_.control, &req);
-  if (rc == MPI_SUCCESS) rc = WaitSleeping(&req, !pending_.empty());
+  if (rc == MPI_SUCCESS) rc = WaitSleeping(&req, pending_count_ > 0);
   if (rc != MPI_SUCCESS) {
     result.status = MpiError("MPI_Allreduce (negotiation)", rc);
-    return result;
+    return;
   }
   flags = ~bits_[0];
   result.shutdown = (flags & kFlagShutdown) != 0;
@@ -144,33 +184,49 @@ Controller::CycleResult Controller::RunCycle(
       const auto bit =
           static_cast<std::uint32_t>(w * 64 + std::countr_zero(hits));
       hits &= hits - 1;
-      const auto it = hit_pending_.find(bit);
-      if (it == hit_pending_.end() || !cache_.Contains(bit)) {
+      const TensorId id = bit < hit_id_.size() ? hit_id_[bit] : kNoTensorId;
+      if (id == kNoTensorId || !cache_.Contains(bit)) {
         result.status = Status::Internal("response cache out of sync");
-        return result;
+        return;
       }
-      result.ready.push_back(cache_.response(bit));
+      // Everything but the name (no string copy per tensor): the runtime
+      // finds the tensor by id.
+      const Response& cached = cache_.response(bit);
+      Response& r = result.ready.emplace_back();
+      r.kind = cached.kind;
+      r.type = cached.type;
+      r.dtype = cached.dtype;
+      r.op = cached.op;
+      r.root = cached.root;
+      r.first_dims = cached.first_dims;
+      r.error = cached.error;
+      r.group = cached.group;
+      r.group_size = cached.group_size;
+      r.device = cached.device;
+      r.id = id;
       cache_.Touch(bit);
-      pending_.erase(it->second);
-      hit_pending_.erase(it);
+      pending_[id] = nullptr;
+      --pending_count_;
+      hit_id_[bit] = kNoTensorId;
+      hit_words_[bit / 64] &= ~(std::uint64_t{1} << (bit % 64));
+      --hit_count_;
     }
   }
 
   if (flags & kFlagUncached) {
     result.status = Negotiate(&result.ready);
-    if (!result.status.ok()) return result;
+    if (!result.status.ok()) return;
   }
 
-  result.ready = groups_.Release(std::move(result.ready));
+  groups_.Release(&result.ready);
 
   if (flags & kFlagKnobUpdate) {
     std::vector<std::uint8_t> bytes;
     if (mpi_.rank == 0) bytes = *knob_update;
     result.status = Broadcast(&bytes);
-    if (!result.status.ok()) return result;
+    if (!result.status.ok()) return;
     result.knob_update = std::move(bytes);
   }
-  return result;
 }
 
 Status Controller::Broadcast(std::vector<std::uint8_t>* bytes) {
@@ -235,27 +291,49 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
   }
   std::vector<std::uint32_t> displaced;
   for (Response& resp : responses) {
-    const auto it = pending_.find(resp.name);
+    const auto it = negotiating_.find(resp.name);
     if (resp.stalled) {
       // Ends the tensor where it was submitted; elsewhere nothing waits.
-      if (it == pending_.end()) continue;
-      std::erase_if(hit_pending_,
-                    [&](const auto& kv) { return kv.second == resp.name; });
-      pending_.erase(it);
+      // It may be waiting on a cache bit rather than in full negotiation.
+      TensorId id = kNoTensorId;
+      if (it != negotiating_.end()) {
+        id = it->second;
+        negotiating_.erase(it);
+      } else {
+        for (std::uint32_t bit = 0; bit < hit_id_.size(); ++bit) {
+          const TensorId h = hit_id_[bit];
+          if (h != kNoTensorId && pending_[h]->name == resp.name) {
+            id = h;
+            hit_id_[bit] = kNoTensorId;
+            hit_words_[bit / 64] &= ~(std::uint64_t{1} << (bit % 64));
+            --hit_count_;
+            break;
+          }
+        }
+      }
+      if (id == kNoTensorId) continue;
+      std::erase_if(to_send_, [&](const Request& q) { return q.id == id; });
+      pending_[id] = nullptr;
+      --pending_count_;
+      resp.id = id;
       ready->push_back(std::move(resp));
       continue;
     }
-    if (it == pending_.end()) {
+    if (it == negotiating_.end()) {
       return Status::Internal("negotiated tensor '" + resp.name +
                               "' is not pending on rank " +
                               std::to_string(mpi_.rank));
     }
+    const TensorId id = it->second;
+    negotiating_.erase(it);
     if (resp.kind == Response::Kind::kRun) {
       displaced.clear();
-      cache_.Put(resp, it->second, &displaced);
+      cache_.Put(resp, *pending_[id], &displaced);
       for (std::uint32_t bit : displaced) Reroute(bit);
     }
-    pending_.erase(it);
+    pending_[id] = nullptr;
+    --pending_count_;
+    resp.id = id;
     ready->push_back(std::move(resp));
   }
   return Status::Ok();
@@ -263,8 +341,11 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
 
 void Controller::InvalidateStalledHits(double now) {
   const double threshold = StallThreshold(stall_);
-  for (const auto& [bit, name] : hit_pending_) {
-    if (now - pending_.at(name).enqueued > threshold) invalid_.push_back(bit);
+  for (std::uint32_t bit = 0; bit < hit_id_.size(); ++bit) {
+    const TensorId id = hit_id_[bit];
+    if (id != kNoTensorId && now - pending_[id]->enqueued > threshold) {
+      invalid_.push_back(bit);
+    }
   }
 }
 

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -27,7 +26,9 @@ class Controller {
              StallSettings stall = {}, double (*clock)() = nullptr);
 
   struct CycleResult {
-    /// Tensors to run (or fail) now, in the same order on every rank.
+    /// Tensors to run (or fail) now, in the same order on every rank; each
+    /// carries this rank's tensor id. Responses of cached tensors come
+    /// without their name (look it up by id).
     std::vector<Response> ready;
     /// Some rank asked to shut down.
     bool shutdown = false;
@@ -42,10 +43,15 @@ class Controller {
     std::vector<StallEvent> stalls;
   };
 
-  /// One negotiation round. `requests` are this rank's tensors enqueued
-  /// since the last cycle; `knob_update` is only looked at on rank 0.
-  CycleResult RunCycle(std::vector<Request> requests, bool shutdown,
-                       const std::vector<std::uint8_t>* knob_update);
+  /// One negotiation round, filling `result` (cleared first; pass the same
+  /// object every cycle so its buffers are reused). `requests` are this
+  /// rank's tensors enqueued since the last cycle, each with a local id
+  /// (Request::id) not pending already; the controller keeps the pointers
+  /// until it returns the tensor in `ready`, so they must stay valid and
+  /// unchanged until then. `knob_update` is only looked at on rank 0.
+  void RunCycle(const std::vector<const Request*>& requests, bool shutdown,
+                const std::vector<std::uint8_t>* knob_update,
+                CycleResult* result);
 
   /// Changes the cache capacity (at a cycle boundary, on every rank): the
   /// cache is emptied and tensors waiting on a cache bit are renegotiated.
@@ -53,10 +59,15 @@ class Controller {
 
   std::size_t cache_size() const { return cache_.size(); }
   /// Tensors this rank enqueued that are not yet ready everywhere.
-  std::size_t pending() const { return pending_.size(); }
+  std::size_t pending() const { return pending_count_; }
 
  private:
+  /// Sends a tensor waiting on a cache bit to full negotiation instead.
   void Reroute(std::uint32_t bit);
+  /// Queues a pending tensor for full negotiation with rank 0.
+  void SendInFull(TensorId id);
+  void AddHit(std::uint32_t bit, TensorId id);
+  void ClearHits();
   Status Negotiate(std::vector<Response>* ready);
   Status Broadcast(std::vector<std::uint8_t>* bytes);
   /// Cached tensors that waited past the stall threshold, to invalidate so
@@ -71,14 +82,21 @@ class Controller {
   /// Response errors produced by the stall check, sent at the next
   /// negotiation (rank 0).
   std::vector<Response> stalled_;
-  /// This rank's tensors not yet ready everywhere, by name.
-  std::unordered_map<std::string, Request> pending_;
-  /// Tensors waiting on a cache bit: bit -> name.
-  std::map<std::uint32_t, std::string> hit_pending_;
+  /// This rank's tensors not yet ready everywhere, by id (null = not
+  /// pending); the requests live in the runtime until they are returned.
+  std::vector<const Request*> pending_;
+  std::size_t pending_count_ = 0;
+  /// Tensors waiting on a cache bit: bit -> id, and the bits as words.
+  std::vector<TensorId> hit_id_;
+  std::vector<std::uint64_t> hit_words_;
+  std::size_t hit_count_ = 0;
+  /// Tensors in full negotiation (sent, or to send), by name.
+  std::unordered_map<std::string, TensorId> negotiating_;
   /// Requests to send to rank 0 at the next negotiation.
   std::vector<Request> to_send_;
   std::vector<std::uint32_t> invalid_;
   std::vector<std::uint64_t> bits_;
+  std::vector<Response> responses_;
 
   GroupRelease groups_;
   /// Rank 0's table of requests.

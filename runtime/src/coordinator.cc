@@ -207,12 +207,17 @@ void Coordinator::CheckStalls(double now, std::vector<StallEvent>* stalls,
   }
 }
 
-std::vector<Response> GroupRelease::Release(std::vector<Response> ready) {
+void GroupRelease::Release(std::vector<Response>* ready) {
+  // Nothing grouped: the list passes through untouched.
+  if (std::none_of(ready->begin(), ready->end(),
+                   [](const Response& r) { return r.group_size > 1; })) {
+    return;
+  }
   // Every rank sees the same ready lists in the same order, so the pools
   // fill and release identically everywhere.
-  std::vector<Response> out;
-  out.reserve(ready.size());
-  for (Response& r : ready) {
+  std::vector<Response>& out = out_;
+  out.clear();
+  for (Response& r : *ready) {
     if (r.group_size <= 1) {
       out.push_back(std::move(r));
       continue;
@@ -244,7 +249,7 @@ std::vector<Response> GroupRelease::Release(std::vector<Response> ready) {
       groups_.erase(group);
     }
   }
-  return out;
+  ready->swap(out);
 }
 
 }  // namespace hvdtune::internal

@@ -71,7 +71,12 @@ class GroupRelease {
   /// ready everywhere, then releases them together (consecutively, so they
   /// fuse); a failed member fails the whole group. Ungrouped responses pass
   /// through in order.
-  std::vector<Response> Release(std::vector<Response> ready);
+  /// Works on `ready` in place (the ungrouped list passes through).
+  void Release(std::vector<Response>* ready);
+  std::vector<Response> Release(std::vector<Response> ready) {
+    Release(&ready);
+    return ready;
+  }
 
  private:
   struct GroupState {
@@ -80,6 +85,7 @@ class GroupRelease {
     std::string error;
   };
   std::unordered_map<std::string, GroupState> groups_;
+  std::vector<Response> out_;
 };
 
 }  // namespace hvdtune::internal

@@ -3,48 +3,76 @@
 #include <iostream>
 #include <thread>
 
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
 #include "runtime_impl.h"
 
 namespace hvdtune::internal {
 
 void RuntimeImpl::Loop() {
+#ifdef __linux__
+  // Sleeps of this thread (between cycles, inside the negotiation wait) are
+  // a few microseconds long; the default 50 us timer slack would stretch
+  // each one to the slack.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+#endif
   bool stop = false;
   while (!stop) {
     const auto start = std::chrono::steady_clock::now();
-    RunCycle(&stop);
+    const bool active = RunCycle(&stop);
     if (stop) break;
     const auto period =
         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
             std::chrono::duration<double, std::milli>(
                 cycle_knobs_.cycle_time_ms()));
-    std::this_thread::sleep_until(start + period);
+    // Tensors of this rank that other ranks have not submitted yet: go
+    // straight into the next negotiation, so that this rank is already
+    // waiting there when the others arrive (they do not wait for its timer).
+    // A round with nothing new from this rank, nothing ready, that did not
+    // wait for anyone either means every rank waits on something that is
+    // not coming yet: fall back to the timer rather than spin.
+    const auto took = std::chrono::steady_clock::now() - start;
+    if (controller_->pending() > 0 && (active || took * 4 >= period)) {
+      continue;
+    }
+    WaitForWork(start + period);
   }
   FailEverything(Status::Aborted("hvdtune runtime is shut down"));
 }
 
-void RuntimeImpl::RunCycle(bool* stop) {
+void RuntimeImpl::WaitForWork(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  work_cv_.wait_until(lock, deadline, [&] {
+    return idle_arrival_ || shutdown_requested_.load();
+  });
+}
+
+bool RuntimeImpl::RunCycle(bool* stop) {
   const double start = RuntimeClock();
-  std::vector<Request> requests;
   std::optional<std::vector<std::uint8_t>> update;
+  drained_.clear();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    requests.reserve(queue_.size());
-    while (!queue_.empty()) {
-      TensorEntry e = std::move(queue_.front());
-      queue_.pop_front();
-      requests.push_back(e.request);
-      std::string name = e.request.name;
-      in_flight_.emplace(std::move(name), std::move(e));
-    }
+    drained_.swap(queue_);
+    idle_arrival_ = false;
     if (mpi_.rank == 0 && pending_update_) {
       update = std::move(pending_update_);
       pending_update_.reset();
     }
   }
-  const bool had_requests = !requests.empty();
-  Controller::CycleResult result =
-      controller_->RunCycle(std::move(requests), shutdown_requested_.load(),
-                            update ? &*update : nullptr);
+  requests_.clear();
+  for (TensorEntry& e : drained_) {
+    const TensorId id = e.request.id;
+    if (id >= slots_.size()) slots_.resize(id + 1);
+    slots_[id] = std::move(e);
+    requests_.push_back(&slots_[id].request);
+  }
+  const bool had_requests = !requests_.empty();
+  Controller::CycleResult& result = cycle_result_;
+  controller_->RunCycle(requests_, shutdown_requested_.load(),
+                        update ? &*update : nullptr, &result);
   const double negotiated = RuntimeClock();
   const double negotiation = negotiated - start;
   if (!result.status.ok()) {
@@ -56,7 +84,7 @@ void RuntimeImpl::RunCycle(bool* stop) {
                          result.status.message(), negotiated});
     FailEverything(result.status);
     *stop = true;
-    return;
+    return false;
   }
   {
     // Counted before the handles complete, so a caller that waited on a
@@ -76,7 +104,7 @@ void RuntimeImpl::RunCycle(bool* stop) {
   }
   ready_entries_.clear();
   for (const Response& r : result.ready) {
-    TensorEntry& e = in_flight_.at(r.name);
+    TensorEntry& e = slots_[r.id];
     e.negotiated = negotiated;
     ready_entries_.push_back(&e);
   }
@@ -102,6 +130,7 @@ void RuntimeImpl::RunCycle(bool* stop) {
   }
   if (autotuner_) PollAutotuner();
   if (result.shutdown) *stop = true;
+  return had_requests || !result.ready.empty();
 }
 
 void RuntimeImpl::PollAutotuner() {
@@ -124,6 +153,8 @@ void RuntimeImpl::PollAutotuner() {
   }
   for (const auto& e : out.errors)
     bus_.Emit(EventKind::kError, &EventSink::OnError, e);
+  for (const auto& e : out.store_lookups)
+    bus_.Emit(EventKind::kStoreLookup, &EventSink::OnStoreLookup, e);
   std::lock_guard<std::mutex> lock(mu_);
   if (out.update && out.errors.empty()) QueueKnobUpdateLocked(*out.update);
   stats_.autotune_seconds += RuntimeClock() - start;
@@ -170,15 +201,25 @@ void RuntimeImpl::Finish(TensorEntry& e, Status s, double started,
     bus_.Emit(EventKind::kError, &EventSink::OnError,
               ErrorEvent{kind, e.request.name, s.message(), finished});
   }
-  std::shared_ptr<HandleState> handle = std::move(e.handle);
-  const auto it = in_flight_.find(e.request.name);
+  finished_.push_back({e.request.id, std::move(s)});
+}
+
+void RuntimeImpl::CompleteFinished() {
+  if (finished_.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    names_in_flight_.erase(e.request.name);
-    if (s.ok()) ++stats_.tensors_completed;
+    for (const Finished& f : finished_) {
+      busy_[f.id] = 0;
+      if (f.status.ok()) ++stats_.tensors_completed;
+    }
+    busy_count_ -= finished_.size();
   }
-  in_flight_.erase(it);  // `e` is gone from here on
-  handle->Complete(std::move(s));
+  for (Finished& f : finished_) {
+    std::shared_ptr<HandleState> handle = std::move(slots_[f.id].handle);
+    slots_[f.id] = TensorEntry();
+    handle->Complete(std::move(f.status));
+  }
+  finished_.clear();
 }
 
 void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {
@@ -213,15 +254,18 @@ void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {
 }
 
 void RuntimeImpl::FailEverything(const Status& s) {
-  std::deque<TensorEntry> queued;
+  std::vector<TensorEntry> queued;
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = false;
     queued.swap(queue_);
-    names_in_flight_.clear();
+    std::fill(busy_.begin(), busy_.end(), 0);
+    busy_count_ = 0;
   }
-  for (auto& [name, e] : in_flight_) e.handle->Complete(s);
-  in_flight_.clear();
+  for (TensorEntry& e : slots_) {
+    if (e.handle) e.handle->Complete(s);
+  }
+  slots_.clear();
   for (TensorEntry& e : queued) e.handle->Complete(s);
 }
 

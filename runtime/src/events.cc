@@ -36,4 +36,18 @@ std::string_view ErrorKindName(ErrorEvent::Kind kind) {
   return "unknown";
 }
 
+std::string_view StoreLookupResultName(StoreLookupEvent::Result r) {
+  switch (r) {
+    case StoreLookupEvent::Result::kHit:
+      return "hit";
+    case StoreLookupEvent::Result::kNear:
+      return "near";
+    case StoreLookupEvent::Result::kMiss:
+      return "miss";
+    case StoreLookupEvent::Result::kError:
+      return "error";
+  }
+  return "unknown";
+}
+
 }  // namespace hvdtune

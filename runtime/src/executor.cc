@@ -29,8 +29,8 @@ ExecutionTotals Executor::Run(const std::vector<Response>& ready,
                               ExecutionListener& listener) {
   ExecutionTotals totals;
   if (ready.empty()) return totals;
-  std::vector<FusionItem> items;
-  items.reserve(ready.size());
+  std::vector<FusionItem>& items = items_;
+  items.clear();
   for (std::size_t i = 0; i < ready.size(); ++i) {
     const Response& r = ready[i];
     items.push_back({r.type, r.dtype, r.op, BytesOf(entries[i]->request),
@@ -61,6 +61,7 @@ ExecutionTotals Executor::Run(const std::vector<Response>& ready,
         Allreduce(group, knobs, listener, totals);
       }
     }
+    listener.CompleteFinished();
   }
   return totals;
 }

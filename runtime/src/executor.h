@@ -11,6 +11,7 @@
 #include "algorithms/hierarchical_allgather.h"
 #include "backends/backend.h"
 #include "backends/mpi/mpi_context.h"
+#include "fusion.h"
 #include "fusion_buffer.h"
 #include "hvdtune/events.h"
 #include "message.h"
@@ -30,6 +31,10 @@ class ExecutionListener {
   virtual void Finish(TensorEntry& e, Status s, double started, double finished,
                       int fused_with, double collective_started,
                       double collective_finished) = 0;
+  /// Completes the handles of the tensors finished since the last call
+  /// together (once per backend call, so a waiting application thread
+  /// wakes once for a fused group, not once per tensor).
+  virtual void CompleteFinished() = 0;
 };
 
 /// What one Run() did, for the cycle event.
@@ -76,6 +81,7 @@ class Executor {
   HierarchicalAllgather hierarchical_allgather_;
   FusionBuffer fusion_buffer_;
   std::vector<FusedMember> members_;
+  std::vector<FusionItem> items_;
   bool warned_device_fallback_ = false;
 };
 

@@ -55,7 +55,10 @@ std::array<KnobSpec, kNumKnobs> BuildTable() {
        .tune_max = 50.0,
        .unit = "ms",
        .description =
-           "Pause between cycles of the background thread (greater than 0).",
+           "Longest a tensor waits to be batched with others (greater than "
+           "0): a cycle starts this long after the previous one began, or at "
+           "once when a tensor arrives while nothing of this rank is queued "
+           "or in flight, so a lone collective does not wait for the timer.",
        .horovod_log = {"cycle_time_ms", Identity}},
       {.id = KnobId::kCacheCapacity,
        .name = "cache_capacity",

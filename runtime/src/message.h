@@ -12,6 +12,12 @@
 
 namespace hvdtune::internal {
 
+/// A tensor name's local id: interned once per rank when the name is first
+/// enqueued, so the steady-state path indexes arrays instead of hashing
+/// strings. Never sent: other ranks number names differently.
+using TensorId = std::uint32_t;
+inline constexpr TensorId kNoTensorId = ~TensorId{0};
+
 struct Request {
   std::string name;
   CollectiveType type = CollectiveType::kAllreduce;
@@ -31,6 +37,8 @@ struct Request {
   double waited_seconds = 0;
   /// This rank's runtime clock at enqueue (never sent).
   double enqueued = 0;
+  /// This rank's id of `name` (never sent).
+  TensorId id = kNoTensorId;
 
   std::int64_t NumElements() const;
   /// True when everything but the sending rank is the same.
@@ -54,6 +62,9 @@ struct Response {
   /// An error response for a tensor that stalled past the shutdown time:
   /// ranks that have not submitted it ignore it.
   bool stalled = false;
+  /// The receiving rank's id of the tensor, set by its controller (never
+  /// sent). Responses of cached tensors carry it without their name.
+  TensorId id = kNoTensorId;
 };
 
 class Writer {

@@ -5,11 +5,18 @@
 namespace hvdtune::internal {
 
 ResponseCache::Lookup ResponseCache::Find(const Request& request) const {
-  const auto it = by_name_.find(request.name);
-  if (it == by_name_.end()) return {};
-  const Entry& e = entries_[it->second];
+  std::uint32_t bit;
+  if (request.id != kNoTensorId) {
+    if (request.id >= by_id_.size() || by_id_[request.id] == 0) return {};
+    bit = by_id_[request.id] - 1;
+  } else {
+    const auto it = by_name_.find(request.name);
+    if (it == by_name_.end()) return {};
+    bit = it->second;
+  }
+  const Entry& e = entries_[bit];
   return {e.request.SameSignature(request) ? State::kHit : State::kInvalid,
-          it->second};
+          bit};
 }
 
 std::optional<std::uint32_t> ResponseCache::Put(
@@ -41,6 +48,10 @@ std::optional<std::uint32_t> ResponseCache::Put(
   lru_.push_front(bit);
   e.lru = lru_.begin();
   by_name_[response.name] = bit;
+  if (request.id != kNoTensorId) {
+    if (request.id >= by_id_.size()) by_id_.resize(request.id + 1, 0);
+    by_id_[request.id] = bit + 1;
+  }
   return bit;
 }
 
@@ -48,6 +59,7 @@ void ResponseCache::Erase(std::uint32_t bit) {
   if (!Contains(bit)) return;
   Entry& e = entries_[bit];
   by_name_.erase(e.response.name);
+  if (e.request.id != kNoTensorId) by_id_[e.request.id] = 0;
   lru_.erase(e.lru);
   e.used = false;
   e.response = Response();
@@ -78,6 +90,7 @@ const Request& ResponseCache::request(std::uint32_t bit) const {
 void ResponseCache::Clear() {
   entries_.clear();
   by_name_.clear();
+  by_id_.clear();
   lru_.clear();
   free_.clear();
 }

@@ -32,6 +32,8 @@ class ResponseCache {
   /// kHit: the name is cached with this rank's same request signature.
   /// kInvalid: the name is cached with a different signature (the entry
   /// must be erased on every rank before the tensor is negotiated again).
+  /// Looks the request up by its local id when it has one (no string
+  /// hashing on the steady-state path), by name otherwise.
   Lookup Find(const Request& request) const;
 
   /// Inserts `response` (with this rank's `request`), replacing an entry of
@@ -60,6 +62,8 @@ class ResponseCache {
   std::size_t capacity_;
   std::vector<Entry> entries_;  // index = bit; grows up to capacity_
   std::unordered_map<std::string, std::uint32_t> by_name_;
+  /// Local tensor id -> bit + 1 (0 = not cached), for requests with ids.
+  std::vector<std::uint32_t> by_id_;
   std::list<std::uint32_t> lru_;  // front = most recently used
   std::set<std::uint32_t> free_;  // erased bits, reused lowest first
 };

@@ -258,7 +258,7 @@ Handle Runtime::GroupedAllreduce(std::string group,
     e.request.group_size = static_cast<std::int32_t>(tensors.size());
     entries.push_back(std::move(e));
   }
-  return impl_->Enqueue(std::move(entries));
+  return impl_->Enqueue(entries);
 }
 
 Handle Runtime::Broadcast(std::string name, void* buffer,
@@ -283,9 +283,7 @@ Handle Runtime::Allgather(std::string name, const void* input,
 }
 
 Handle Runtime::EnqueueOne(internal::TensorEntry entry) {
-  std::vector<TensorEntry> one;
-  one.push_back(std::move(entry));
-  return impl_->Enqueue(std::move(one));
+  return impl_->Enqueue(std::span<TensorEntry>(&entry, 1));
 }
 
 KnobSettings Runtime::knobs() const { return impl_->knobs(); }

@@ -81,7 +81,11 @@ void RuntimeImpl::Shutdown() {
   std::lock_guard<std::mutex> lock(shutdown_mu_);
   if (shut_down_) return;
   shut_down_ = true;
-  shutdown_requested_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_requested_ = true;
+  }
+  work_cv_.notify_one();
   if (thread_.joinable()) thread_.join();
   bus_.Stop();
   controller_.reset();
@@ -92,11 +96,11 @@ void RuntimeImpl::Shutdown() {
   mpi_.Free();
 }
 
-Handle RuntimeImpl::Enqueue(std::vector<TensorEntry> entries) {
+Handle RuntimeImpl::Enqueue(std::span<TensorEntry> entries) {
   auto state = std::make_shared<HandleState>();
   Handle handle(state);
   const double now = RuntimeClock();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (!running_) {
     state->Complete(Status::Aborted("hvdtune runtime is shut down"));
     return handle;
@@ -111,21 +115,39 @@ Handle RuntimeImpl::Enqueue(std::vector<TensorEntry> entries) {
           nccl_unavailable_.message()));
       return handle;
     }
-    if (names_in_flight_.count(e.request.name)) {
+  }
+  // One hash of the name per enqueue; the cycle thread works with the id.
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    TensorEntry& e = entries[i];
+    const auto [it, added] =
+        ids_.try_emplace(e.request.name, static_cast<TensorId>(ids_.size()));
+    if (added) busy_.push_back(0);
+    e.request.id = it->second;
+    if (busy_[e.request.id]) {
+      for (std::size_t j = 0; j < i; ++j) busy_[entries[j].request.id] = 0;
       state->Complete(
           Status::InvalidArgument("a collective named '" + e.request.name +
                                   "' is already in flight on this rank"));
       return handle;
     }
+    busy_[e.request.id] = 1;  // also catches a name twice in one group
   }
   state->parts_left = static_cast<int>(entries.size());
+  // Nothing of this rank queued or in flight: the cycle thread may be
+  // sleeping out the rest of a cycle_time; wake it so a lone collective
+  // does not wait for the timer (rank peers wake the same way, or are
+  // already waiting in the negotiation).
+  const bool wake = busy_count_ == 0 && !entries.empty();
+  if (wake) idle_arrival_ = true;
+  busy_count_ += entries.size();
   for (TensorEntry& e : entries) {
-    names_in_flight_.insert(e.request.name);
     e.handle = state;
     e.enqueued = now;
     e.request.enqueued = now;
     queue_.push_back(std::move(e));
   }
+  lock.unlock();
+  if (wake) work_cv_.notify_one();
   return handle;
 }
 

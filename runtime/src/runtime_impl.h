@@ -4,14 +4,16 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "backends/mpi/mpi_backend.h"
@@ -39,7 +41,8 @@ class RuntimeImpl final : public ExecutionListener {
 
   /// Queues the entries atomically under one handle (one entry, or the
   /// members of a grouped allreduce).
-  Handle Enqueue(std::vector<TensorEntry> entries);
+  /// The entries are moved from.
+  Handle Enqueue(std::span<TensorEntry> entries);
   KnobSettings knobs() const;
   std::array<bool, kNumKnobs> pinned() const { return config_.knobs.pinned; }
   std::uint64_t RequestKnobUpdate(const KnobSettings& values);
@@ -53,6 +56,7 @@ class RuntimeImpl final : public ExecutionListener {
   void Finish(TensorEntry& e, Status s, double started, double finished,
               int fused_with, double collective_started,
               double collective_finished) override;
+  void CompleteFinished() override;
 
  private:
   /// Serialises `values` as the next versioned update (caller holds mu_).
@@ -61,7 +65,11 @@ class RuntimeImpl final : public ExecutionListener {
 
   // cycle_loop.cc
   void Loop();
-  void RunCycle(bool* stop);
+  /// One cycle; true when this rank submitted tensors in it or some
+  /// became ready (were run or failed).
+  bool RunCycle(bool* stop);
+  /// Sleeps until `deadline` or until work arrives on an idle rank.
+  void WaitForWork(std::chrono::steady_clock::time_point deadline);
   void PollAutotuner();
   void ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes);
   void FailEverything(const Status& s);
@@ -83,19 +91,40 @@ class RuntimeImpl final : public ExecutionListener {
 
   // Shared with application threads.
   mutable std::mutex mu_;
-  std::deque<TensorEntry> queue_;
-  std::unordered_set<std::string> names_in_flight_;
+  std::vector<TensorEntry> queue_;
+  /// Names interned once (a name's id for as long as the runtime lives) and
+  /// which ids are queued or in flight on this rank.
+  std::unordered_map<std::string, TensorId> ids_;
+  std::vector<std::uint8_t> busy_;
+  std::size_t busy_count_ = 0;
   KnobSettings knobs_;  // in force; written by the cycle thread
   std::uint64_t knob_version_ = 0;
   std::optional<std::vector<std::uint8_t>> pending_update_;
   std::uint64_t next_update_version_ = 0;
   RuntimeStats stats_;
   std::atomic<bool> shutdown_requested_{false};
+  /// A tensor arrived while nothing of this rank was queued or in flight:
+  /// the next cycle starts now instead of at the next cycle_time boundary.
+  bool idle_arrival_ = false;
+  /// The cycle thread sleeps on it between cycles.
+  std::condition_variable work_cv_;
   std::atomic<bool> running_{false};
 
   // Cycle thread only.
-  std::unordered_map<std::string, TensorEntry> in_flight_;
+  /// In-flight tensors by id (a deque: entries never move, so the
+  /// controller may keep pointers to their requests).
+  std::deque<TensorEntry> slots_;
+  /// Buffers reused every cycle (no per-cycle allocation once warm).
+  std::vector<TensorEntry> drained_;
+  std::vector<const Request*> requests_;
+  Controller::CycleResult cycle_result_;
   std::vector<TensorEntry*> ready_entries_;
+  /// Tensors finished but not yet completed (CompleteFinished()).
+  struct Finished {
+    TensorId id;
+    Status status;
+  };
+  std::vector<Finished> finished_;
   KnobSettings cycle_knobs_;
   int tensors_this_cycle_ = 0;
 

@@ -56,11 +56,28 @@ std::map<std::string, std::string> TuneEnv(const std::string& db) {
 struct JobResult {
   AutotuneStatus status;
   int steps = 0;
+  /// Rank 0's StoreLookupEvents.
+  std::vector<StoreLookupEvent::Result> lookups;
+};
+
+class LookupRecorder : public EventSink {
+ public:
+  EventMask interests() const override {
+    return EventBit(EventKind::kStoreLookup);
+  }
+  void OnStoreLookup(const StoreLookupEvent& e) override {
+    results.push_back(e.result);
+    EXPECT_EQ(e.fingerprint.size(), 33u);
+  }
+  std::vector<StoreLookupEvent::Result> results;
 };
 
 // Steps of 12 allreduces until rank 0's tuner froze; rank 0's status.
 JobResult RunJob(std::map<std::string, std::string> env) {
-  Runtime rt(RuntimeOptions{Env(std::move(env))});
+  auto recorder = std::make_shared<LookupRecorder>();
+  RuntimeOptions options{Env(std::move(env))};
+  options.sinks.push_back(recorder);
+  Runtime rt(std::move(options));
   constexpr int kTensors = 12;
   std::vector<std::vector<float>> buf(kTensors);
   int frozen = 0, step = 0;
@@ -78,8 +95,9 @@ JobResult RunJob(std::map<std::string, std::string> env) {
     frozen = rt.autotune_status().phase == AutotunePhase::kFrozen;
     MPI_Bcast(&frozen, 1, MPI_INT, 0, MPI_COMM_WORLD);
   }
-  JobResult r{rt.autotune_status(), step};
+  JobResult r{rt.autotune_status(), step, {}};
   rt.Shutdown();
+  r.lookups = recorder->results;
   return r;
 }
 
@@ -142,6 +160,12 @@ TEST(WarmStartTest, SecondRunStartsFromTheStoreWithZeroExploration) {
   EXPECT_EQ(second.status.fingerprint, first.status.fingerprint);
   EXPECT_LT(second.steps, first.steps);
 
+  using R = StoreLookupEvent::Result;
+  EXPECT_EQ(first.lookups, std::vector<R>{R::kMiss});
+  EXPECT_EQ(second.lookups, std::vector<R>{R::kHit});
+  EXPECT_EQ(applied.lookups, std::vector<R>{R::kHit});
+  EXPECT_TRUE(off.lookups.empty());  // no store: no lookup
+
   EXPECT_EQ(applied.status.source, "store");
   EXPECT_EQ(applied.status.samples, 0);
   EXPECT_EQ(applied.status.best, first.status.best);
@@ -187,6 +211,8 @@ TEST(WarmStartTest, SimilarJobTransfersSamples) {
   const JobResult r = RunJob(TuneEnv(db));
   if (!IsRoot()) return;
   EXPECT_EQ(r.status.source, "transfer");
+  EXPECT_EQ(r.lookups, std::vector<StoreLookupEvent::Result>{
+                           StoreLookupEvent::Result::kNear});
   EXPECT_EQ(r.status.phase, AutotunePhase::kFrozen);
   EXPECT_GT(r.status.samples, 0);
 }
@@ -209,6 +235,8 @@ TEST(WarmStartTest, BadStoreFilesNeverStopAJob) {
     EXPECT_EQ(r.status.phase, AutotunePhase::kFrozen);
     EXPECT_EQ(r.status.source, "fresh");
     EXPECT_EQ(r.status.samples, 5);
+    EXPECT_EQ(r.lookups, std::vector<StoreLookupEvent::Result>{
+                             StoreLookupEvent::Result::kError});
   }
   if (IsRoot()) {
     EXPECT_EQ(std::filesystem::file_size(corrupt), 4096u);

@@ -149,7 +149,8 @@ def main():
                "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
                "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "5",
                "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "4",
-               "HVDTUNE_AUTOTUNE_RETUNE_WINDOWS": "100000"}
+               "HVDTUNE_AUTOTUNE_RETUNE_WINDOWS": "100000",
+               "HOROVOD_AUTOTUNE_DB": os.path.join(work, "store.db")}
         e = dict(os.environ)
         e.update(env)
         cmd = shlex.split(args.mpirun) + ["-np", "4"]
@@ -210,6 +211,14 @@ def main():
                                              r.get("lastError")))
         print("all %d expressions (dashboard and rules) returned data; "
               "%d rule groups healthy" % (len(exprs), len(groups)))
+        # Rank 0 looked its fresh store up once: one miss, nothing else.
+        lookups = {}
+        for sample in query(base, 'sum by (result) (hvdtune_store_lookups_'
+                            'total{job="%s"})' % JOB)["data"]["result"]:
+            lookups[sample["metric"]["result"]] = float(sample["value"][1])
+        if lookups != {"hit": 0, "near": 0, "miss": 1, "error": 0}:
+            fail("store lookups through Prometheus: %r, expected one miss"
+                 % lookups)
         open(stop, "w").close()
         if job.wait(120) != 0:
             fail("job failed:\n" + open(job_log_path).read())

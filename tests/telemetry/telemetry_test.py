@@ -172,7 +172,8 @@ def test_timeline(args, work):
     env = {"HOROVOD_TIMELINE": path, "HOROVOD_TIMELINE_MARK_CYCLES": "1",
            "HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
            "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "2",
-           "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "4"}
+           "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "4",
+           "HOROVOD_AUTOTUNE_DB": os.path.join(work, "store.db")}
     job = Job(args, 2, env, ["--tensors", "20", "--steps", str(steps)], work)
     job.finish()
     events = load_events(path)
@@ -181,7 +182,8 @@ def test_timeline(args, work):
                    "MPI_ALLREDUCE"])
     names = {e["name"] for e in events}
     for n in ["MEMCPY_IN_FUSION_BUFFER", "MEMCPY_OUT_FUSION_BUFFER",
-              "CYCLE_START", "AUTOTUNE_SAMPLE", "KNOBS_APPLIED"]:
+              "CYCLE_START", "AUTOTUNE_SAMPLE", "KNOBS_APPLIED",
+              "STORE_LOOKUP"]:
         if n not in names:
             fail("no %s event in the timeline" % n)
     for e in events:

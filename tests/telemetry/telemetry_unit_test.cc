@@ -126,6 +126,7 @@ TEST(MetricsSink, FamiliesFollowEvents) {
   sink.OnKnobsApplied(k);
   sink.OnError({ErrorEvent::Kind::kMismatch, "x", "shape", 1});
   sink.OnStall({"y", {1}, 61, false, 2});
+  sink.OnStoreLookup({StoreLookupEvent::Result::kNear, "fp", 3});
 
   const std::string text = sink.Scrape();
   EXPECT_EQ(text.find("layer1"), std::string::npos);
@@ -143,6 +144,8 @@ TEST(MetricsSink, FamiliesFollowEvents) {
             1 << 20);
   EXPECT_EQ(Value(text, "hvdtune_errors_total", {"kind=\"mismatch\""}), 1);
   EXPECT_EQ(Value(text, "hvdtune_stalls_total", {"kind=\"warning\""}), 1);
+  EXPECT_EQ(Value(text, "hvdtune_store_lookups_total", {"result=\"near\""}), 1);
+  EXPECT_EQ(Value(text, "hvdtune_store_lookups_total", {"result=\"hit\""}), 0);
   EXPECT_EQ(Value(text, "hvdtune_tensors_total",
                   {"op=\"allreduce\"", "dtype=\"float32\""}),
             1);

@@ -220,6 +220,18 @@ void TimelineSink::OnStall(const StallEvent& e) {
   }
 }
 
+void TimelineSink::OnStoreLookup(const StoreLookupEvent& e) {
+  State& s = *state_;
+  if (!s.enabled) return;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (Record* r = s.Slot()) {
+    r->kind = Record::Kind::kStoreLookup;
+    r->t[0] = e.time;
+    r->number = static_cast<std::uint64_t>(e.result);
+    r->name.assign(e.fingerprint);
+  }
+}
+
 void TimelineSink::OnStop() {
   State& s = *state_;
   if (!s.enabled) return;

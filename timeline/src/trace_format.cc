@@ -158,6 +158,13 @@ void TraceFormatter::Append(const Record& r, std::string& out) {
                   ",\"missing_ranks\":" + JsonString(r.text) +
                   ",\"shutdown\":" + (r.number ? "true" : "false"));
       return;
+    case K::kStoreLookup:
+      Instant(out, "STORE_LOOKUP", r.t[0],
+              "\"result\":" +
+                  JsonString(StoreLookupResultName(
+                      static_cast<StoreLookupEvent::Result>(r.number))) +
+                  ",\"fingerprint\":" + JsonString(r.name));
+      return;
   }
 }
 

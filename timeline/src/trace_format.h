@@ -19,10 +19,11 @@ struct Record {
     kSample,
     kPhase,
     kError,
-    kStall
+    kStall,
+    kStoreLookup
   };
   Kind kind = Kind::kTensor;
-  /// Tensor name (kTensor, kError, kStall).
+  /// Tensor name (kTensor, kError, kStall); fingerprint (kStoreLookup).
   std::string name;
   /// Error message; a stall's missing ranks.
   std::string text;
@@ -35,7 +36,7 @@ struct Record {
   /// collective_finished, finished. Others: t[0] is the time.
   double t[6] = {};
   /// kKnobs: version; kSample: index; kPhase: samples; kCycle: cycle;
-  /// kError: kind; kStall: shutdown.
+  /// kError: kind; kStall: shutdown; kStoreLookup: result.
   std::uint64_t number = 0;
   AutotunePhase from = AutotunePhase::kOff, to = AutotunePhase::kOff;
   double score = 0, best_score = 0;

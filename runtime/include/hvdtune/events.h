@@ -169,6 +169,25 @@ struct StallEvent {
   double time = 0;
 };
 
+/// Rank 0: the configuration store looked up this job's fingerprint (once,
+/// after the first step, when autotuning with a store).
+struct StoreLookupEvent {
+  enum class Result {
+    /// The exact fingerprint has a best configuration.
+    kHit,
+    /// Nothing for this job, but similar jobs' samples serve as priors.
+    kNear,
+    /// Nothing usable: tuning starts fresh.
+    kMiss,
+    /// The store could not be read (corrupt, locked, newer schema, ...).
+    kError,
+  };
+  Result result = Result::kMiss;
+  std::string fingerprint;
+  double time = 0;
+};
+std::string_view StoreLookupResultName(StoreLookupEvent::Result r);
+
 /// The kinds of event, for EventSink::interests().
 enum class EventKind : unsigned {
   kCycle,
@@ -179,6 +198,7 @@ enum class EventKind : unsigned {
   kPhaseChange,
   kError,
   kStall,
+  kStoreLookup,
   kCount,
 };
 using EventMask = unsigned;
@@ -207,6 +227,7 @@ class EventSink {
   virtual void OnPhaseChange(const PhaseChangeEvent& e) { (void)e; }
   virtual void OnError(const ErrorEvent& e) { (void)e; }
   virtual void OnStall(const StallEvent& e) { (void)e; }
+  virtual void OnStoreLookup(const StoreLookupEvent& e) { (void)e; }
   /// Once, after the cycle thread stopped (flush files here).
   virtual void OnStop() {}
 };

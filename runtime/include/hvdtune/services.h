@@ -66,6 +66,9 @@ class ConfigSource {
     std::string source = "fresh";
     /// For AutotuneStatus::fingerprint.
     std::string fingerprint;
+    /// How the lookup went, published as a StoreLookupEvent; none for a
+    /// source that is not a store.
+    std::optional<StoreLookupEvent::Result> lookup;
   };
   /// Rank 0, once, when the first training step was measured. Must not
   /// throw for ordinary failures (return an empty WarmStart and warn).
@@ -96,6 +99,7 @@ class Autotuner : public EventSink {
     std::vector<AutotuneSampleEvent> samples;
     std::vector<PhaseChangeEvent> phase_changes;
     std::vector<ErrorEvent> errors;
+    std::vector<StoreLookupEvent> store_lookups;
   };
   /// Cycle thread, once per cycle after the cycle's events: knob values to
   /// put in force (validated by the runtime) and events to publish. Must be

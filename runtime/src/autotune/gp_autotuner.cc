@@ -86,7 +86,7 @@ class GpAutotuner final : public Autotuner {
       for (const ThroughputMeter::Step& step : meter_.TakeSteps()) {
         if (!policy_) {
           if (space_.empty()) break;
-          StartPolicy(LookUpWarmStart());
+          StartPolicy(LookUpWarmStart(out));
           continue;  // the step that identified the model is not scored
         }
         policy_->OnStep(step.bytes, step.seconds, step.end_time);
@@ -138,7 +138,7 @@ class GpAutotuner final : public Autotuner {
 
   // The first step's tensors (up to the first repeated name or step mark)
   // describe the model.
-  tuner::PolicyStart LookUpWarmStart() {
+  tuner::PolicyStart LookUpWarmStart(Output& out) {
     tuner::PolicyStart start;
     ConfigSource::WarmStart warm;
     try {
@@ -148,6 +148,10 @@ class GpAutotuner final : public Autotuner {
                    "failed ("
                 << e.what() << "); tuning from scratch" << std::endl;
       return start;
+    }
+    if (warm.lookup) {
+      out.store_lookups.push_back(
+          {*warm.lookup, warm.fingerprint, RuntimeClock()});
     }
     for (const auto& p : warm.priors) {
       start.priors.push_back({space_.ToConfig(p.values), p.score});

@@ -132,11 +132,13 @@ ConfigSource::WarmStart ConfigStoreService::Lookup(
     fingerprint_ = printable;
   }
   warm.fingerprint = printable;
+  warm.lookup = StoreLookupEvent::Result::kMiss;
 
   std::unique_ptr<store::Store> db;
   try {
     db = std::make_unique<store::Store>(store::StoreOptions{path_});
   } catch (const std::exception& e) {
+    warm.lookup = StoreLookupEvent::Result::kError;
     Warn(std::string(e.what()) + "; autotuning goes on without the store");
     if (mode_ == AutotuneStoreMode::kApply) {
       warm.best = Sample{info.knobs, 0};
@@ -161,6 +163,7 @@ ConfigSource::WarmStart ConfigStoreService::Lookup(
     if (best_knobs) {
       warm.best = Sample{*best_knobs, best->score};
       warm.source = "store";
+      warm.lookup = StoreLookupEvent::Result::kHit;
       how = "best of run " + std::to_string(best->run) + " (" +
             best_knobs->ToString() + ")";
       if (mode_ == AutotuneStoreMode::kApply) {
@@ -201,6 +204,7 @@ ConfigSource::WarmStart ConfigStoreService::Lookup(
       }
       if (!warm.priors.empty()) {
         warm.source = "transfer";
+        warm.lookup = StoreLookupEvent::Result::kNear;
         how = std::to_string(warm.priors.size()) + " samples of " +
               std::to_string(near.size()) + " similar job(s) as priors";
       }
@@ -209,6 +213,7 @@ ConfigSource::WarmStart ConfigStoreService::Lookup(
     Warn(std::string(e.what()) + "; tuning from scratch");
     warm = WarmStart{};
     warm.fingerprint = printable;
+    warm.lookup = StoreLookupEvent::Result::kError;
   }
   std::cerr << "[hvdtune rank 0] config store " << path_ << ": fingerprint "
             << printable << ", "

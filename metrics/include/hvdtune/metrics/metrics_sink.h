@@ -34,6 +34,7 @@ class MetricsSink : public EventSink {
   void OnPhaseChange(const PhaseChangeEvent& e) override;
   void OnError(const ErrorEvent& e) override;
   void OnStall(const StallEvent& e) override;
+  void OnStoreLookup(const StoreLookupEvent& e) override;
 
   /// The port the endpoint listens on; 0 when there is none (not
   /// configured, or binding failed).

@@ -42,6 +42,7 @@ class TimelineSink : public EventSink {
   void OnPhaseChange(const PhaseChangeEvent& e) override;
   void OnError(const ErrorEvent& e) override;
   void OnStall(const StallEvent& e) override;
+  void OnStoreLookup(const StoreLookupEvent& e) override;
   void OnStop() override;
 
   /// Events dropped because the writer fell behind.
