@@ -266,7 +266,8 @@ std::vector<store::PairRecord> ParseExport(std::string_view text) {
   Json doc;
   try {
     doc = Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
+    // parse_error, and out_of_range for a number that overflows a double.
     throw ImportError(std::string("not valid JSON: ") + e.what());
   }
   Reader::Object(doc, "");

@@ -315,6 +315,12 @@ def case_import():
     p = tune("import", "--db", target, os.path.join(ARGS.work, "bad.json"),
              expect=1)
     check("not valid JSON" in p.stderr, "truncated JSON")
+    # Found by cli_import_fuzz: a number beyond a double's range.
+    open(os.path.join(ARGS.work, "overflow.json"), "w").write(
+        '{"format": "hvdtune-store-export", "schema_version": 1e999999}')
+    p = tune("import", "--db", target, os.path.join(ARGS.work, "overflow.json"),
+             expect=1)
+    check("number overflow" in p.stderr, p.stderr)
     # --dry-run counts and writes nothing.
     fresh = json.loads(json.dumps(good))
     fresh["pairs"][0]["runs"][0]["started"] += 1

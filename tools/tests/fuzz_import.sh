@@ -26,6 +26,7 @@ if ((stale)); then
     $(mpicc --showme:link) -lpthread -o "$bin"
 fi
 "$hvd_tune" export --db "$store" -o "$out/corpus/export.json"
+# A crash leaves its input in $out/crash-*; its last lines say which.
 "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
-  "$out/corpus" 2>&1 | tail -n 3
+  -artifact_prefix="$out/" "$out/corpus" 2>&1 | tail -n 12
 echo "import fuzzer: no crash in $seconds s"
