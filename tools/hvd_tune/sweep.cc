@@ -207,7 +207,8 @@ int RunSweep(const SweepOptions& opt, int argc, char** argv) {
                               mpi.size());
   bench::StepRunner runner(rt, model);
   std::int64_t step = 0;
-  // One step; rank 0's wall time from the agreement to the step mark.
+  // One step; rank 0's wall time from its start (after the agreement) to
+  // the step mark.
   auto run_step = [&] {
     const double t0 = bench::NowSeconds();
     runner.Run(step, 0);
