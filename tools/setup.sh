@@ -14,6 +14,8 @@ PACKAGES=(
   # The Python binding (python/) and its tests, for /usr/bin/python3.
   python3-dev pybind11-dev python3-numpy python3-pytest
   python3-torch python3-torchvision python3-sklearn
+  # clang: the import parser's libFuzzer test; librsvg2-bin: hvd-tune plot --png
+  clang librsvg2-bin
 )
 
 missing=()

@@ -5,31 +5,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bench_common.h"
+
 namespace hvdtune::sim {
 namespace {
 
 constexpr const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c",
                                     "#7f7f7f", "#9467bd", "#ff7f0e"};
 
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+using bench::XmlEscape;
 
 }  // namespace
 
@@ -50,7 +34,7 @@ std::string RenderSvg(const std::string& title,
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{}\" y=\"18\" font-size=\"14\" "
       "text-anchor=\"middle\">{}</text>\n",
-      width, height, width / 2, Escape(title));
+      width, height, width / 2, XmlEscape(title));
   const double ly0 = std::log10(y_min), ly1 = std::log10(y_max);
   for (std::size_t i = 0; i < panels.size(); ++i) {
     const int ox = static_cast<int>(i % columns) * pw;
@@ -66,7 +50,7 @@ std::string RenderSvg(const std::string& title,
         "font-size=\"11\">{}</text>\n"
         "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
         "stroke=\"#444\"/>\n",
-        (x0 + x1) / 2, oy + 16, Escape(panels[i].title), x0, y1, x1 - x0,
+        (x0 + x1) / 2, oy + 16, XmlEscape(panels[i].title), x0, y1, x1 - x0,
         y0 - y1);
     for (double d = std::ceil(ly0); d <= ly1 + 1e-9; d += 1) {
       const double y = py(std::pow(10, d));
@@ -83,7 +67,7 @@ std::string RenderSvg(const std::string& title,
     }
     svg += fmt::format(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-        (x0 + x1) / 2, y0 + 26, Escape(x_label));
+        (x0 + x1) / 2, y0 + 26, XmlEscape(x_label));
     for (std::size_t s = 0; s < panels[i].series.size(); ++s) {
       const Series& ser = panels[i].series[s];
       std::string pts;
@@ -110,11 +94,11 @@ std::string RenderSvg(const std::string& title,
           "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"4\" fill=\"{}\"/>"
           "<text x=\"{}\" y=\"{}\">{}</text>\n",
           lx, height - 18, kColours[s % std::size(kColours)], lx + 16,
-          height - 13, Escape(panels[0].series[s].label));
+          height - 13, XmlEscape(panels[0].series[s].label));
       lx += 130;
     }
     svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", lx + 20,
-                       height - 13, Escape(y_label));
+                       height - 13, XmlEscape(y_label));
   }
   svg += "</svg>\n";
   return svg;

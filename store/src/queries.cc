@@ -22,19 +22,31 @@ double Now() {
 
 }  // namespace
 
-std::int64_t Store::PutFingerprint(const std::string& kind,
-                                   const Fingerprint& fp) {
+namespace internal {
+
+std::int64_t InsertFingerprint(sqlite3* db, const std::string& path,
+                               const std::string& kind, const Fingerprint& fp,
+                               bool* added) {
   const std::string hash = fp.Hash();
-  Transaction tx(db_, options_.path);
-  Statement ins(db_, options_.path,
+  Statement ins(db, path,
                 "INSERT OR IGNORE INTO fingerprints(kind, hash, text, created) "
                 "VALUES(?, ?, ?, ?)");
   ins.Bind(1, kind).Bind(2, hash).Bind(3, fp.Text()).Bind(4, Now()).Run();
-  Statement sel(db_, options_.path,
+  if (added) *added = sqlite3_changes(db) > 0;
+  Statement sel(db, path,
                 "SELECT id FROM fingerprints WHERE kind = ? AND hash = ?");
   sel.Bind(1, kind).Bind(2, hash);
-  if (!sel.Step()) internal::Fail(db_, options_.path, "fingerprint vanished");
-  const std::int64_t id = sel.Int(0);
+  if (!sel.Step()) Fail(db, path, "fingerprint vanished");
+  return sel.Int(0);
+}
+
+}  // namespace internal
+
+std::int64_t Store::PutFingerprint(const std::string& kind,
+                                   const Fingerprint& fp) {
+  Transaction tx(db_, options_.path);
+  const std::int64_t id =
+      internal::InsertFingerprint(db_, options_.path, kind, fp, nullptr);
   tx.Commit();
   return id;
 }
@@ -169,26 +181,35 @@ std::vector<Sample> Store::PairSamples(std::int64_t hardware,
   return out;
 }
 
-void Store::SetBest(std::int64_t hardware, std::int64_t model,
-                    const Best& best) {
-  Transaction tx(db_, options_.path);
-  Statement up(db_, options_.path,
+namespace internal {
+
+void WriteBest(sqlite3* db, const std::string& path, std::int64_t hardware,
+               std::int64_t model, const Best& best) {
+  Statement up(db, path,
                "INSERT OR REPLACE INTO best(hardware_id, model_id, score, "
                "run_id, time) VALUES(?, ?, ?, ?, ?)");
   up.Bind(1, hardware).Bind(2, model).Bind(3, best.score);
   if (best.run != 0) up.Bind(4, best.run);
   up.Bind(5, best.time).Run();
   Statement del(
-      db_, options_.path,
+      db, path,
       "DELETE FROM best_values WHERE hardware_id = ? AND model_id = ?");
   del.Bind(1, hardware).Bind(2, model).Run();
-  Statement ins(db_, options_.path,
+  Statement ins(db, path,
                 "INSERT INTO best_values(hardware_id, model_id, knob, value) "
                 "VALUES(?, ?, ?, ?)");
   for (const auto& [knob, value] : best.values) {
     ins.Reset();
     ins.Bind(1, hardware).Bind(2, model).Bind(3, knob).Bind(4, value).Run();
   }
+}
+
+}  // namespace internal
+
+void Store::SetBest(std::int64_t hardware, std::int64_t model,
+                    const Best& best) {
+  Transaction tx(db_, options_.path);
+  internal::WriteBest(db_, options_.path, hardware, model, best);
   tx.Commit();
 }
 

@@ -63,4 +63,14 @@ class Transaction {
   bool done_ = false;
 };
 
+/// The fingerprint's row id, inserted when new (inside the caller's
+/// transaction); `added` (may be null) says whether it was.
+std::int64_t InsertFingerprint(sqlite3* db, const std::string& path,
+                               const std::string& kind, const Fingerprint& fp,
+                               bool* added);
+/// Replaces the pair's best configuration (inside the caller's
+/// transaction).
+void WriteBest(sqlite3* db, const std::string& path, std::int64_t hardware,
+               std::int64_t model, const Best& best);
+
 }  // namespace hvdtune::store::internal

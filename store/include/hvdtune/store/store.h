@@ -74,6 +74,42 @@ struct KnownPair {
   std::int64_t samples = 0;
 };
 
+/// A (hardware, model) pair as listings show it.
+struct PairSummary {
+  std::int64_t hardware = 0, model = 0;
+  Fingerprint hardware_fp, model_fp;
+  std::int64_t runs = 0, samples = 0;
+  /// Earliest run start and latest run start, end or sample time (seconds
+  /// since the Unix epoch).
+  double first = 0, last = 0;
+  std::optional<Best> best;
+};
+
+/// One run with its samples, as exported and imported (ids are the
+/// store's own and are not carried over).
+struct RunRecord {
+  RunInfo info;
+  std::vector<Sample> samples;
+};
+
+/// Everything the store keeps about one (hardware, model) pair.
+struct PairRecord {
+  Fingerprint hardware, model;
+  std::vector<RunRecord> runs;
+  std::optional<Best> best;
+  /// Index into `runs` of the run that found `best` (-1: none); replaces
+  /// Best::run, which is a row id of one particular file.
+  int best_run = -1;
+};
+
+/// What Merge() did (or, with dry_run, would do).
+struct MergeStats {
+  int pairs_added = 0, pairs_present = 0;
+  int runs_added = 0, runs_present = 0;
+  int samples_added = 0, samples_present = 0;
+  int best_set = 0, best_kept = 0;
+};
+
 struct StoreOptions {
   std::string path;
   /// How long a statement waits for another process's lock.
@@ -134,6 +170,19 @@ class Store {
   std::optional<Best> GetBest(std::int64_t hardware, std::int64_t model);
 
   std::vector<KnownPair> KnownPairs();
+
+  /// Every pair that has a run, newest activity first.
+  std::vector<PairSummary> ListPairs();
+  /// The pair's runs, oldest first.
+  std::vector<RunInfo> PairRuns(std::int64_t hardware, std::int64_t model);
+  /// Every pair with all its runs, samples and best configuration.
+  std::vector<PairRecord> Dump();
+  /// Adds `pairs` in one transaction, losing nothing already stored: a run
+  /// already present (same pair and start time) gets only the samples it
+  /// lacks (by index, phase and time); a best configuration replaces the
+  /// stored one only when its score is higher. With `dry_run` the
+  /// transaction is rolled back. Any failure leaves the file unchanged.
+  MergeStats Merge(const std::vector<PairRecord>& pairs, bool dry_run);
 
   /// PRAGMA integrity_check's first line ("ok" when sound).
   std::string IntegrityCheck();

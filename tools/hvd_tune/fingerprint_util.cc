@@ -1,0 +1,111 @@
+#include "fingerprint_util.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "bench_common.h"
+#include "common.h"
+#include "hvdtune/types.h"
+#include "workloads.h"
+
+namespace hvdtune::cli {
+
+std::string MpiLibraryVersion() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return {};
+  const std::string v(buf, static_cast<std::size_t>(std::max(len, 0)));
+  return v.substr(0, v.find_first_of(",\n"));
+}
+
+store::Fingerprint ThisHardware(int world_size, int ranks_per_node, int nodes) {
+  store::JobFacts job;
+  job.world_size = world_size;
+  job.ranks_per_node = ranks_per_node;
+  job.nodes = nodes;
+  job.mpi_version = MpiLibraryVersion();
+  return store::HardwareFingerprint(store::ProbeHost(), job);
+}
+
+std::vector<bench::TensorSpec> LoadWorkload(const std::string& workload,
+                                            const std::string& tensors_file,
+                                            double scale) {
+  std::vector<bench::TensorSpec> tensors;
+  try {
+    if (!tensors_file.empty()) {
+      if (!workload.empty()) {
+        throw UsageError("--tensors: cannot be combined with --workload");
+      }
+      if (!std::filesystem::is_regular_file(tensors_file)) {
+        throw UsageError("--tensors: no such file '" + tensors_file + "'");
+      }
+      tensors = bench::LoadShapesFile(tensors_file);
+    } else {
+      tensors = bench::LoadBuiltinWorkload(
+          "--workload", workload.empty() ? "many-small" : workload,
+          bench::DefaultShapesDir());
+    }
+  } catch (const bench::UsageError& e) {
+    throw UsageError(e.what());
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw UsageError(
+        std::string(tensors_file.empty() ? "--workload: " : "--tensors: ") +
+        e.what());
+  }
+  if (tensors.empty()) {
+    throw UsageError(tensors_file.empty() ? "--workload: no tensors"
+                                          : "--tensors: '" + tensors_file +
+                                                "' lists no tensors");
+  }
+  bench::ScaleTensors(tensors, scale);
+  return tensors;
+}
+
+store::Fingerprint WorkloadModelFingerprint(
+    const std::vector<bench::TensorSpec>& tensors) {
+  std::vector<store::TensorShape> shapes;
+  for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {
+    shapes.push_back({std::string(DataTypeName(it->dtype)), it->count});
+  }
+  return store::ModelFingerprint(shapes);
+}
+
+store::PairSummary FindWorkloadPair(store::Store& db,
+                                    const std::string& workload,
+                                    const std::string& tensors_file,
+                                    double scale, int np) {
+  const store::Fingerprint model =
+      WorkloadModelFingerprint(LoadWorkload(workload, tensors_file, scale));
+  const store::Fingerprint here = ThisHardware(1, 1, 1);
+  const std::string what =
+      tensors_file.empty() ? "workload " + workload : "tensors " + tensors_file;
+  std::vector<store::PairSummary> found;
+  for (store::PairSummary& p : db.ListPairs()) {
+    if (p.model_fp.Hash() != model.Hash()) continue;
+    if (store::HardwareSimilarity(here, p.hardware_fp) <= 0) continue;
+    if (np > 0 && p.hardware_fp.Get("world_size") != std::to_string(np)) {
+      continue;
+    }
+    found.push_back(std::move(p));
+  }
+  if (found.empty()) {
+    throw Failure("nothing stored in " + db.path() + " for " + what +
+                  " on this machine" +
+                  (np > 0 ? " with " + std::to_string(np) + " ranks" : "") +
+                  " (model " + model.Hash() + "); run `hvd-tune sweep` first");
+  }
+  if (found.size() > 1) {
+    std::string sizes;
+    for (const auto& p : found) sizes += " " + p.hardware_fp.Get("world_size");
+    throw UsageError("--np: " + what +
+                     " is stored for several layouts (ranks:" + sizes +
+                     "); give --np");
+  }
+  return found.front();
+}
+
+}  // namespace hvdtune::cli
