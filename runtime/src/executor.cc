@@ -172,21 +172,34 @@ void Executor::Broadcast(TensorEntry& e, ExecutionListener& listener,
 void Executor::Allgather(TensorEntry& e, const Response& resp,
                          const KnobSettings& knobs, ExecutionListener& listener,
                          ExecutionTotals& totals) {
-  // Bytes of one row; 0 when any trailing dimension is 0 (the others need
-  // not multiply without overflow then).
+  // Rank 0 checked that the row counts add up. With no rows at all, or a
+  // zero among the trailing dimensions, the others need not multiply
+  // without overflow (each rank's size check passed an empty tensor), and
+  // the row size is 0.
+  std::int64_t rows = 0;
+  for (std::int64_t dim : resp.first_dims) rows += dim;
   std::int64_t row = static_cast<std::int64_t>(DataTypeSize(e.request.dtype));
   for (std::size_t d = 1; d < e.request.shape.size(); ++d) {
-    if (e.request.shape[d] == 0) row = 0;
+    if (e.request.shape[d] == 0) row = 0;  // empty rows, whatever the rest
   }
-  for (std::size_t d = 1; row > 0 && d < e.request.shape.size(); ++d) {
-    row *= e.request.shape[d];
+  bool overflow = false;
+  for (std::size_t d = 1; rows > 0 && row > 0 && d < e.request.shape.size();
+       ++d) {
+    overflow =
+        overflow || __builtin_mul_overflow(row, e.request.shape[d], &row);
+  }
+  if (rows == 0) row = 0;
+  if (overflow) {
+    const double now = RuntimeClock();
+    listener.Finish(
+        e,
+        Status::InvalidArgument("allgather of tensor '" + e.request.name +
+                                "': a row's size overflows"),
+        now, now, 1, now, now);
+    return;
   }
   std::vector<std::int64_t> bytes_per_rank;
-  std::int64_t rows = 0;
-  for (std::int64_t dim : resp.first_dims) {
-    bytes_per_rank.push_back(dim * row);
-    rows += dim;
-  }
+  for (std::int64_t dim : resp.first_dims) bytes_per_rank.push_back(dim * row);
   HandleState& h = *e.handle;
   h.output.assign(static_cast<std::size_t>(rows * row), 0);
   h.output_shape = e.request.shape;
