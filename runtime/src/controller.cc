@@ -34,14 +34,19 @@ int WaitSleeping(MPI_Request* req, bool busy, KeepWaiting keep_waiting) {
   using Clock = std::chrono::steady_clock;
   int done = 0;
   const auto begin = Clock::now();
-  const auto spin_until = begin + std::chrono::microseconds(busy ? 30 : 5);
+  const auto spin_until = begin + std::chrono::microseconds(busy ? 300 : 5);
   const auto max_pause = std::chrono::microseconds(busy ? 50 : 200);
   auto pause = std::chrono::microseconds(busy ? 5 : 10);
   for (;;) {
     const int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS || done) return rc;
     const auto now = Clock::now();
-    if (now < spin_until) continue;
+    if (now < spin_until) {
+      // Polling, but giving the core to any other runnable thread (a late
+      // rank's, with more ranks than cores) between tests.
+      if (busy) std::this_thread::yield();
+      continue;
+    }
     if (pause == max_pause &&
         !keep_waiting(std::chrono::duration<double>(now - begin).count())) {
       return MPI_ERR_PENDING;
