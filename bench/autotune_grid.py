@@ -68,7 +68,11 @@ def pinned_env(config):
 
 def run_trainer(args, env_vars, extra):
     """One synthetic_train run; returns its JSON row."""
-    cmd = [os.path.join(ROOT, "tools", "mpirun.sh"), "-np", str(args.np)]
+    if args.fake_nodes > 1:
+        cmd = [os.path.join(ROOT, "tools", "fake_nodes.sh"),
+               str(args.fake_nodes), str(args.np // args.fake_nodes)]
+    else:
+        cmd = [os.path.join(ROOT, "tools", "mpirun.sh"), "-np", str(args.np)]
     env = dict(os.environ)
     for key, value in env_vars.items():
         env[key] = value
@@ -92,6 +96,9 @@ def main():
     p.add_argument("--workload", default="many-small")
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--np", type=int, default=4)
+    p.add_argument("--fake-nodes", type=int, default=1,
+                   help="emulated nodes (tools/fake_nodes.sh: shared memory "
+                        "inside a node, TCP across); --np ranks split evenly")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--tune-runs", type=int, default=3)
     p.add_argument("--fusion-mib", default="1,4,16,64,128",
@@ -120,6 +127,9 @@ def main():
                  "(build it first: tools/build.sh)")
     if args.repeats < 1 or args.tune_runs < 0:
         sys.exit("autotune_grid: --repeats must be >= 1, --tune-runs >= 0")
+    if args.fake_nodes < 1 or args.np % args.fake_nodes:
+        sys.exit(f"autotune_grid: --fake-nodes {args.fake_nodes} must be >= 1 "
+                 f"and divide --np {args.np}")
 
     fusion = parse_list("--fusion-mib", args.fusion_mib, float)
     cycle = parse_list("--cycle-ms", args.cycle_ms, float)
@@ -140,7 +150,10 @@ def main():
     points = list(itertools.product(fusion, cycle, algorithms, caches))
     fixed = ["--warmup-steps", str(args.warmup_steps), "--measure-steps",
              str(args.measure_steps)]
-    print(f"# {args.workload} x{args.scale} on {args.np} ranks: "
+    where = (f"{args.fake_nodes} emulated nodes x "
+             f"{args.np // args.fake_nodes} ranks" if args.fake_nodes > 1
+             else f"{args.np} ranks")
+    print(f"# {args.workload} x{args.scale} on {where}: "
           f"{len(points)} grid points + default, {args.repeats} repeats, "
           f"then {args.tune_runs} autotuned runs", flush=True)
     log = open(args.json_out, "w") if args.json_out else None

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, and shows hvdtune's whole
-# promise on synthetic training of the many-small workload on 4 ranks (the
-# workload where tuning is worth most on a small machine, see the README):
+# promise on synthetic training of the many-small workload on 2 emulated
+# nodes x 2 ranks (tools/fake_nodes.sh: shared memory inside a node, TCP
+# across; the setting where tuning is worth most on a small machine, see the
+# README):
 #   1. the default configuration's throughput;
 #   2. a first run with HOROVOD_AUTOTUNE=1: it explores (a progress line per
 #      10-step window shows the phase and sample n/N), freezes, and records
@@ -12,7 +14,8 @@
 #   4. default and tuned re-measured side by side, interleaved, so the
 #      printed speed-up compares like with like.
 # A few minutes on 2 cores. The store is a fresh file (HOROVOD_AUTOTUNE_DB)
-# unless QUICKSTART_DB names one.
+# unless QUICKSTART_DB names one. QUICKSTART_NODES=1 runs the 4 ranks as one
+# node; QUICKSTART_ROUNDS sets the side-by-side rounds (5).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${HVDTUNE_BUILD_DIR:-$root/build}
@@ -23,7 +26,12 @@ if [ "${QUICKSTART_NO_BUILD:-0}" != 1 ]; then
 fi
 
 ranks=4
-rounds=${QUICKSTART_ROUNDS:-3}
+nodes=${QUICKSTART_NODES:-2}
+rounds=${QUICKSTART_ROUNDS:-5}
+case $nodes in
+  1 | 2 | 4) ;;
+  *) echo "$0: QUICKSTART_NODES must be 1, 2 or 4 (4 ranks), not '$nodes'" >&2; exit 2 ;;
+esac
 workload=${QUICKSTART_WORKLOAD:-many-small}
 args=(--workload "$workload" --batch-size 32 --json)
 scratch=$(mktemp -d)
@@ -32,16 +40,24 @@ export HOROVOD_AUTOTUNE_DB=${QUICKSTART_DB:-$scratch/store.db}
 export HVDTUNE_AUTOTUNE_STORE=auto
 
 # Runs the trainer with HOROVOD_AUTOTUNE=$1 on every rank; the rest are flags.
-# Every rank serves Prometheus metrics on $metrics_port + its local rank
-# (dashboard/prometheus.yml scrapes 9400-9403); each rank prints its
-# endpoint on stderr when it starts.
+# Every rank serves Prometheus metrics on $metrics_port + its rank
+# (dashboard/prometheus.yml scrapes 9400-9403; the runtime adds the local
+# rank, so each emulated node gets the base plus its first rank: on real
+# nodes every node has its own address and they all can use one base);
+# each rank prints its endpoint on stderr when it starts.
 metrics_port=${HOROVOD_METRICS_PORT:-9400}
 train() {
   local autotune=$1
   shift
+  local launch=("$root/tools/mpirun.sh" -np "$ranks")
+  if ((nodes > 1)); then
+    launch=("$root/tools/fake_nodes.sh" "$nodes" $((ranks / nodes)))
+  fi
+  # shellcheck disable=SC2016  # expanded by the rank's shell
   HOROVOD_AUTOTUNE=$autotune HOROVOD_METRICS_PORT=$metrics_port \
-    "$root/tools/mpirun.sh" -np "$ranks" -x HOROVOD_AUTOTUNE \
+    "${launch[@]}" -x HOROVOD_AUTOTUNE \
     -x HOROVOD_METRICS_PORT -x HOROVOD_AUTOTUNE_DB -x HVDTUNE_AUTOTUNE_STORE \
+    /bin/sh -c 'HOROVOD_METRICS_PORT=$((HOROVOD_METRICS_PORT + OMPI_COMM_WORLD_RANK - OMPI_COMM_WORLD_LOCAL_RANK)) exec "$0" "$@"' \
     "$build/bench/synthetic_train" "${args[@]}" "$@"
 }
 # The JSON line's numeric field $2 of object text $1 (first occurrence).
@@ -51,7 +67,9 @@ text() { sed -n "s/.*\"$2\":\"\([^\"]*\)\".*/\1/p" <<<"$1" | head -n 1; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo
-echo "== 1. synthetic training, $workload, $ranks ranks: default knobs =="
+where="$ranks ranks"
+((nodes > 1)) && where="$nodes emulated nodes x $((ranks / nodes)) ranks"
+echo "== 1. synthetic training, $workload, $where: default knobs =="
 default=$(train 0 --warmup-steps 10 --measure-steps 60)
 echo "$default"
 echo
@@ -84,7 +102,7 @@ dm=$(printf '%s\n' "${defaults[@]}" | median)
 tm=$(printf '%s\n' "${tuneds[@]}" | median)
 config=$(sed -n 's/.*"config":{\([^}]*\)}.*/\1/p' <<<"$first" | tr -d '"' | tr ',:' ' =')
 echo
-echo "== result (a sample = one example: 32 per rank per step x $ranks ranks) =="
+echo "== result, $where (a sample = one example: 32 per rank per step x $ranks ranks) =="
 printf '1. default configuration:   %10.1f samples/s\n' "$d1"
 printf '2. first autotuned run:     %10.1f samples/s  (%s, source %s, %s exploration samples)\n' \
   "$t1" "$(text "$first" phase)" "$(text "$first" source)" "$(field "$first" exploration_samples)"

@@ -229,13 +229,123 @@ int RunScale(const ScaleOptions& o, const std::string& shapes) {
   return 0;
 }
 
+// Transfer: every scenario on more than one node as the source job, the
+// same workload and preset on twice the nodes as the target (a new
+// fingerprint: another world size). Per seed, the source tunes once and
+// its samples become the target's priors; the target then tunes with and
+// without them (same seed), and each run counts the samples until one
+// lies within 5% of the target's best.
+int RunTransfer(const ScaleOptions& o, const std::string& shapes) {
+  constexpr int kSourceBudget = 20, kTargetBudget = 40;
+  constexpr double kGoal = 0.95;
+  std::vector<hs::Problem> sources, targets;
+  for (const hs::Scenario& s : hs::DefaultScenarios()) {
+    if (s.cluster.nodes < 2) continue;  // one node has no hierarchical knob
+    if (!o.scenarios.empty() &&
+        std::find(o.scenarios.begin(), o.scenarios.end(), s.name) ==
+            o.scenarios.end())
+      continue;
+    hs::Scenario t = s;
+    t.cluster.nodes *= 2;
+    sources.emplace_back(s, shapes);
+    targets.emplace_back(t, shapes);
+  }
+  if (sources.empty())
+    throw hvdtune::bench::UsageError(
+        "--scenarios: no such scenario on more than one node");
+  struct Task {
+    std::size_t problem;
+    int seed;
+    int with = 0, without = 0;
+  };
+  std::vector<Task> tasks;
+  for (std::size_t p = 0; p < sources.size(); ++p)
+    for (int s = 0; s < o.seeds; ++s) tasks.push_back({p, s});
+  std::vector<double> goal(sources.size());
+  std::atomic<std::size_t> next{0};
+  // The goals first (every task needs its problem's), then the tasks.
+  auto worker = [&](bool goals) {
+    const std::size_t n = goals ? goal.size() : tasks.size();
+    for (std::size_t i; (i = next++) < n;) {
+      if (goals) {
+        goal[i] = kGoal * targets[i].Score(targets[i].SearchOptimum());
+        continue;
+      }
+      Task& t = tasks[i];
+      const auto priors =
+          hs::SourceSamples(sources[t.problem], 5000 + t.seed, kSourceBudget);
+      t.with = hs::SamplesToReach(targets[t.problem], 1000 + t.seed,
+                                  kTargetBudget, priors, goal[t.problem]);
+      t.without = hs::SamplesToReach(targets[t.problem], 1000 + t.seed,
+                                     kTargetBudget, {}, goal[t.problem]);
+    }
+  };
+  for (bool goals : {true, false}) {
+    next = 0;
+    std::vector<std::thread> threads;
+    for (int j = 1; j < o.jobs; ++j) threads.emplace_back(worker, goals);
+    worker(goals);
+    for (auto& t : threads) t.join();
+  }
+  if (!o.json) {
+    fmt::print(
+        "transfer to twice the nodes, {} seeds: samples (warm-up included) "
+        "until one is within {:.0f}% of the target's best; the source tuned "
+        "{} samples, the target has {}; median / p90, not reached = {}\n\n"
+        "| scenario | target ranks | best/default | with transfer | fresh | "
+        "reached (transfer / fresh) |\n|---|---|---|---|---|---|\n",
+        o.seeds, (1 - kGoal) * 100, kSourceBudget, kTargetBudget,
+        kTargetBudget + 1);
+  }
+  for (std::size_t p = 0; p < sources.size(); ++p) {
+    std::vector<double> with, without;
+    int with_reached = 0, without_reached = 0;
+    for (const Task& t : tasks) {
+      if (t.problem != p) continue;
+      with.push_back(t.with ? t.with : kTargetBudget + 1);
+      without.push_back(t.without ? t.without : kTargetBudget + 1);
+      with_reached += t.with > 0;
+      without_reached += t.without > 0;
+    }
+    const hs::Scenario& sc = sources[p].scenario();
+    const int world = targets[p].scenario().cluster.world();
+    const double gap =
+        goal[p] / kGoal / targets[p].Score(targets[p].default_config());
+    if (o.json) {
+      for (int m = 0; m < 2; ++m) {
+        const auto& v = m ? without : with;
+        std::cout
+            << nlohmann::ordered_json{{"scenario", sc.name},
+                                      {"source_world", sc.cluster.world()},
+                                      {"target_world", world},
+                                      {"mode", m ? "fresh" : "transfer"},
+                                      {"median_samples", Quantile(v, 0.5)},
+                                      {"p90_samples", Quantile(v, 0.9)},
+                                      {"reached",
+                                       m ? without_reached : with_reached},
+                                      {"seeds", o.seeds}}
+                   .dump()
+            << "\n";
+      }
+    } else {
+      fmt::print(
+          "| {} | {} | {:.2f}x | {:g} / {:g} | {:g} / {:g} | {} / {} |\n",
+          sc.name, world, gap, Quantile(with, 0.5), Quantile(with, 0.9),
+          Quantile(without, 0.5), Quantile(without, 0.9), with_reached,
+          without_reached);
+    }
+    std::cout.flush();
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
       "cluster_sim: alpha-beta cluster simulator and tuner-at-scale benchmark"};
   hvdtune::bench::ConfigureApp(app);
-  bool calibrate = false, fit = false, simulate = false;
+  bool calibrate = false, fit = false, simulate = false, transfer = false;
   ScaleOptions o;
   std::string preset = "nvlink-ib", workload = "resnet50",
               shapes = hvdtune::bench::DefaultShapesDir();
@@ -245,6 +355,9 @@ int main(int argc, char** argv) {
                "predicted vs measured on this machine");
   app.add_flag("--fit", fit, "with --calibrate: refit the CPU constants first");
   app.add_flag("--simulate", simulate, "one configuration's step time");
+  app.add_flag("--transfer", transfer,
+               "samples to 95% of best with a similar job's samples as "
+               "priors vs fresh (scenarios on twice the nodes)");
   app.add_option("--preset", preset, "--simulate: network preset");
   app.add_option("--nodes", nodes, "--simulate: nodes")
       ->check(CLI::Range(1, 1 << 20));
@@ -274,6 +387,7 @@ int main(int argc, char** argv) {
         throw hvdtune::bench::UsageError("--optimizers: unknown optimizer '" +
                                          name + "'");
     }
+    if (transfer) return RunTransfer(o, shapes);
     return RunScale(o, shapes);
   } catch (const hvdtune::bench::UsageError& e) {
     std::cerr << e.what() << "\n";

@@ -163,7 +163,9 @@ struct BestObserved {
 // The runtime's autotune lifecycle, exactly: AutotunePolicy over the
 // KnobSpace of the knob table, fed one simulated step at a time (the step
 // that straddles a switch is discarded by the policy, as in the runtime).
-Config PolicyRun(const Problem& p, std::uint64_t seed, int budget) {
+Config PolicyRun(const Problem& p, std::uint64_t seed, int budget,
+                 const std::vector<tuner::PriorSample>& priors = {},
+                 std::vector<tuner::PolicyEvent>* samples = nullptr) {
   tuner::AutotunePolicySettings settings;
   settings.warmup_samples = 1;
   settings.steps_per_sample = 1;
@@ -173,6 +175,7 @@ Config PolicyRun(const Problem& p, std::uint64_t seed, int budget) {
   settings.retune_drop = 0;
   tuner::PolicyStart start;
   start.initial = p.default_config();
+  start.priors = priors;
   tuner::AutotunePolicy policy(p.space(), start, settings);
   NoisyStep step(p, seed * 31 + budget);
   Config current = start.initial;
@@ -188,12 +191,36 @@ Config PolicyRun(const Problem& p, std::uint64_t seed, int budget) {
     const double seconds = step.Seconds(current);
     now += seconds;
     policy.OnStep(bytes, seconds, now);
-    policy.TakeEvents();
+    for (tuner::PolicyEvent& e : policy.TakeEvents()) {
+      if (samples && e.kind == tuner::PolicyEvent::Kind::kSample)
+        samples->push_back(std::move(e));
+    }
   }
   throw std::runtime_error("autotune policy did not freeze");
 }
 
 }  // namespace
+
+std::vector<tuner::PriorSample> SourceSamples(const Problem& source,
+                                              std::uint64_t seed, int budget) {
+  std::vector<tuner::PolicyEvent> events;
+  PolicyRun(source, seed, budget, {}, &events);
+  std::vector<tuner::PriorSample> out;
+  for (const tuner::PolicyEvent& e : events)
+    if (e.phase != tuner::Phase::kFrozen) out.push_back({e.config, e.score});
+  return out;
+}
+
+int SamplesToReach(const Problem& target, std::uint64_t seed, int budget,
+                   const std::vector<tuner::PriorSample>& priors, double goal) {
+  std::vector<tuner::PolicyEvent> events;
+  PolicyRun(target, seed, budget, priors, &events);
+  for (const tuner::PolicyEvent& e : events) {
+    if (e.phase == tuner::Phase::kFrozen) break;
+    if (target.Score(e.config) >= goal) return e.index;
+  }
+  return 0;
+}
 
 Incumbents RunHvdtune(const Problem& p, std::uint64_t seed) {
   Incumbents out;

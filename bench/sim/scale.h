@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hvdtune/tuner/autotune_policy.h"
 #include "hvdtune/tuner/search_space.h"
 #include "sim_model.h"
 
@@ -61,5 +62,17 @@ Incumbents RunDefault(const Problem& p, std::uint64_t seed);
 const std::vector<std::string>& OptimizerNames();
 Incumbents RunOptimizer(const std::string& name, const Problem& p,
                         std::uint64_t seed);
+
+/// Transfer, as the config store does it for a job with a similar
+/// fingerprint: one autotuned run of `source` (`budget` samples, the
+/// runtime's AutotunePolicy) and the samples it scored, to be handed to
+/// another job as prior observations.
+std::vector<tuner::PriorSample> SourceSamples(const Problem& source,
+                                              std::uint64_t seed, int budget);
+/// One autotuned run of `target` with `priors` (none: a fresh start): the
+/// 1-based index of the first sample (warm-up included) whose noiseless
+/// score reaches `goal`, or 0 if none did before the policy froze.
+int SamplesToReach(const Problem& target, std::uint64_t seed, int budget,
+                   const std::vector<tuner::PriorSample>& priors, double goal);
 
 }  // namespace hvdtune::sim
