@@ -7,6 +7,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 
@@ -154,6 +155,10 @@ std::string FormatBytes(std::int64_t bytes) {
 }
 
 MpiSession::MpiSession(int* argc, char*** argv) {
+  // As the runtime does when it initialises MPI itself (mpi_context.cc):
+  // Open MPI yields while it waits, so that a rank's waiting thread leaves
+  // its core to the rank's compute. Raw MPI and hvdtune rows share it.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
