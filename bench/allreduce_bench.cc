@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/mpi/mpi_context.h"
 #include "bench_common.h"
 #include "hvdtune/runtime.h"
 #include "hvdtune/types.h"
@@ -44,24 +45,6 @@ struct Options {
   std::vector<std::string> algorithms = {"native"};
   bool json = false;
 };
-
-// Raw MPI needs a native datatype; MPI has no standard 16-bit float.
-MPI_Datatype MpiTypeOf(DataType dtype) {
-  switch (dtype) {
-    case DataType::kUInt8:
-      return MPI_UINT8_T;
-    case DataType::kInt32:
-      return MPI_INT32_T;
-    case DataType::kInt64:
-      return MPI_INT64_T;
-    case DataType::kFloat32:
-      return MPI_FLOAT;
-    case DataType::kFloat64:
-      return MPI_DOUBLE;
-    default:
-      return MPI_DATATYPE_NULL;
-  }
-}
 
 // Iterations per timed loop when --iters is not given: about 64 MiB of data
 // per loop, between 3 and 100 calls.
@@ -133,7 +116,7 @@ class Bench {
   Bench(const Options& opt, DataType dtype, int rank, int size)
       : opt_(opt),
         dtype_(dtype),
-        mpi_type_(MpiTypeOf(dtype)),
+        mpi_type_(hvdtune::internal::NativeMpiType(dtype)),
         rank_(rank),
         size_(size) {
     const std::size_t bytes = static_cast<std::size_t>(opt.max_bytes);
@@ -387,7 +370,7 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                      std::to_string(opt.max_bytes) + ")");
   }
   const std::optional<DataType> dtype = ParseDataType(opt.dtype);
-  if (!dtype || MpiTypeOf(*dtype) == MPI_DATATYPE_NULL) {
+  if (!dtype || hvdtune::internal::NativeMpiType(*dtype) == MPI_DATATYPE_NULL) {
     throw UsageError("--dtype: invalid value '" + opt.dtype +
                      "' (expected uint8, int32, int64, float32 or float64; "
                      "raw MPI has no 16-bit float type to compare with)");

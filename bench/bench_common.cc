@@ -7,9 +7,10 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <iostream>
 #include <optional>
+
+#include "backends/mpi/mpi_context.h"
 
 namespace hvdtune::bench {
 namespace {
@@ -155,10 +156,9 @@ std::string FormatBytes(std::int64_t bytes) {
 }
 
 MpiSession::MpiSession(int* argc, char*** argv) {
-  // As the runtime does when it initialises MPI itself (mpi_context.cc):
-  // Open MPI yields while it waits, so that a rank's waiting thread leaves
-  // its core to the rank's compute. Raw MPI and hvdtune rows share it.
-  setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
+  // The MPI settings the runtime uses when it initialises MPI itself, so
+  // that raw MPI and hvdtune rows run under the same ones.
+  hvdtune::internal::PrepareMpiInit();
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/mpi/mpi_context.h"
 #include "hvdtune/grouping.h"
 #include "hvdtune/runtime.h"
 
@@ -545,29 +546,12 @@ void RequireMpi(const char* what) {
   }
 }
 
-MPI_Datatype MpiType(DataType dtype) {
-  switch (dtype) {
-    case DataType::kUInt8:
-      return MPI_UINT8_T;
-    case DataType::kInt32:
-      return MPI_INT32_T;
-    case DataType::kInt64:
-      return MPI_INT64_T;
-    case DataType::kFloat32:
-      return MPI_FLOAT;
-    case DataType::kFloat64:
-      return MPI_DOUBLE;
-    default:
-      return MPI_DATATYPE_NULL;
-  }
-}
-
 void MpiAllreduceSum(py::handle input, py::handle output) {
   RequireMpi("mpi_allreduce_sum");
   TensorRef in = Resolve(input, false, "input of mpi_allreduce_sum");
   TensorRef out = Resolve(output, true, "output of mpi_allreduce_sum");
   CheckSameLayout(in, out, "mpi_allreduce_sum");
-  const MPI_Datatype type = MpiType(in.dtype);
+  const MPI_Datatype type = hvdtune::internal::NativeMpiType(in.dtype);
   if (type == MPI_DATATYPE_NULL) {
     Raise("invalid_argument", "mpi_allreduce_sum: MPI has no type for " +
                                   std::string(DataTypeName(in.dtype)));

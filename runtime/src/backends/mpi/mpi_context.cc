@@ -47,6 +47,35 @@ Status MpiError(const char* call, int code) {
                           std::string(text, static_cast<std::size_t>(len)));
 }
 
+void PrepareMpiInit() {
+  // The cycle thread waits inside MPI while the application computes on
+  // the same cores. Open MPI busy-polls while waiting unless it believes
+  // the node is oversubscribed, so with one rank per core (2 ranks on
+  // this 2-core machine) the waiting cycle thread took the core from the
+  // training thread: mobilenet_v2 trained at 282 img/s instead of 420.
+  // Yielding in the idle loop costs a sched_yield when nothing else is
+  // runnable. Set before MPI_Init reads its parameters; a value the user
+  // set (0 restores busy polling) is kept. Other MPIs ignore it.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
+}
+
+MPI_Datatype NativeMpiType(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return MPI_UINT8_T;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
+    case DataType::kFloat32:
+      return MPI_FLOAT;
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
+    default:
+      return MPI_DATATYPE_NULL;
+  }
+}
+
 MpiContext MpiContext::Create() {
   MpiContext ctx;
   int initialized = 0, finalized = 0;
@@ -57,15 +86,7 @@ MpiContext MpiContext::Create() {
   }
   int provided = 0;
   if (!initialized) {
-    // The cycle thread waits inside MPI while the application computes on
-    // the same cores. Open MPI busy-polls while waiting unless it believes
-    // the node is oversubscribed, so with one rank per core (2 ranks on
-    // this 2-core machine) the waiting cycle thread took the core from the
-    // training thread: mobilenet_v2 trained at 282 img/s instead of 420.
-    // Yielding in the idle loop costs a sched_yield when nothing else is
-    // runnable. Set before MPI_Init reads its parameters; a value the user
-    // set (0 restores busy polling) is kept. Other MPIs ignore it.
-    setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
+    PrepareMpiInit();
     Check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
           "MPI_Init_thread");
     ctx.initialized_mpi = true;
@@ -172,23 +193,10 @@ MpiTypes::~MpiTypes() {
 }
 
 MPI_Datatype MpiTypes::Type(DataType dtype) const {
-  switch (dtype) {
-    case DataType::kUInt8:
-      return MPI_UINT8_T;
-    case DataType::kInt32:
-      return MPI_INT32_T;
-    case DataType::kInt64:
-      return MPI_INT64_T;
-    case DataType::kFloat16:
-      return half_;
-    case DataType::kBFloat16:
-      return bfloat16_;
-    case DataType::kFloat32:
-      return MPI_FLOAT;
-    case DataType::kFloat64:
-      return MPI_DOUBLE;
-  }
-  return MPI_BYTE;
+  if (dtype == DataType::kFloat16) return half_;
+  if (dtype == DataType::kBFloat16) return bfloat16_;
+  const MPI_Datatype t = NativeMpiType(dtype);
+  return t != MPI_DATATYPE_NULL ? t : MPI_BYTE;
 }
 
 MPI_Op MpiTypes::Op(DataType dtype, ReduceOp op) const {
