@@ -73,15 +73,19 @@ def train_hvd(passes=1, **kwargs):
     return model
 
 
-def train_single_process():
-    model = make_model()
+def train_plain(model, batch):
+    """STEPS of plain SGD (the optimizer every test uses) on batch(step)."""
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     for step in range(STEPS):
-        x, y = global_batch(step, hvd.size())
+        x, y = batch(step)
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
         opt.step()
     return model
+
+
+def train_single_process():
+    return train_plain(make_model(), lambda step: global_batch(step, hvd.size()))
 
 
 def assert_same_on_every_rank(model):
@@ -167,13 +171,7 @@ def test_distributed_optimizer_equals_single_process_on_the_whole_batch():
     assert torch.allclose(flat_params(model), flat_params(reference),
                           atol=1e-5, rtol=1e-5)
     # The comparison would catch a missing reduction.
-    local = make_model()
-    opt = torch.optim.SGD(local.parameters(), lr=0.1, momentum=0.9)
-    for step in range(STEPS):
-        x, y = local_batch(step)
-        opt.zero_grad()
-        F.cross_entropy(local(x), y).backward()
-        opt.step()
+    local = train_plain(make_model(), local_batch)
     assert not torch.allclose(flat_params(local), flat_params(reference),
                               atol=1e-4)
 
@@ -227,13 +225,9 @@ def test_distributed_optimizer_equals_ddp():
     os.environ["MASTER_PORT"] = str(hvd.broadcast_object(free_port()))
     dist.init_process_group("gloo", rank=hvd.rank(), world_size=hvd.size())
     try:
-        ddp = torch.nn.parallel.DistributedDataParallel(make_model())
-        opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
-        for step in range(STEPS):
-            x, y = local_batch(step)
-            opt.zero_grad()
-            F.cross_entropy(ddp(x), y).backward()
-            opt.step()
+        ddp = train_plain(
+            torch.nn.parallel.DistributedDataParallel(make_model()),
+            local_batch)
     finally:
         dist.destroy_process_group()
     assert torch.allclose(flat_params(train_hvd()), flat_params(ddp.module),
