@@ -85,7 +85,8 @@ def train_plain(model, batch):
 
 
 def train_single_process():
-    return train_plain(make_model(), lambda step: global_batch(step, hvd.size()))
+    return train_plain(make_model(),
+                       lambda step: global_batch(step, hvd.size()))
 
 
 def assert_same_on_every_rank(model):
