@@ -34,6 +34,20 @@ double Quantile(std::vector<double> v, double q) {
   return v[lo] + (pos - lo) * (v[hi] - v[lo]);
 }
 
+// fn(0) .. fn(n - 1) on `jobs` threads (this one included), each index
+// once, in no particular order.
+template <typename Fn>
+void ParallelFor(std::size_t n, int jobs, const Fn& fn) {
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i; (i = next++) < n;) fn(i);
+  };
+  std::vector<std::thread> threads;
+  for (int j = 1; j < jobs; ++j) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+}
+
 int RunCalibrate(bool fit, const std::string& shapes) {
   hs::Preset shm = hs::FindPreset("cpu-shm"),
              loop = hs::FindPreset("cpu-loopback");
@@ -143,23 +157,16 @@ int RunScale(const ScaleOptions& o, const std::string& shapes) {
     for (std::size_t a = 0; a < optimizers.size(); ++a)
       for (int s = 0; s < o.seeds; ++s) tasks.push_back({p, a, s, {}});
   std::vector<hvdtune::tuner::Config> optimum(problems.size());
-  std::atomic<std::size_t> next{0};
-  const std::size_t total = tasks.size() + problems.size();
-  auto worker = [&] {
-    for (std::size_t i; (i = next++) < total;) {
-      if (i < problems.size()) {
-        optimum[i] = problems[i].SearchOptimum();
-      } else {
-        Task& t = tasks[i - problems.size()];
-        t.result = hs::RunOptimizer(optimizers[t.optimizer],
-                                    problems[t.problem], 1000 + t.seed);
-      }
+  // The optima and the tuning runs in one pool: neither needs the other.
+  ParallelFor(problems.size() + tasks.size(), o.jobs, [&](std::size_t i) {
+    if (i < problems.size()) {
+      optimum[i] = problems[i].SearchOptimum();
+      return;
     }
-  };
-  std::vector<std::thread> threads;
-  for (int j = 1; j < o.jobs; ++j) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
+    Task& t = tasks[i - problems.size()];
+    t.result = hs::RunOptimizer(optimizers[t.optimizer], problems[t.problem],
+                                1000 + t.seed);
+  });
 
   std::vector<hs::Panel> panels;
   if (!o.json) {
@@ -262,31 +269,19 @@ int RunTransfer(const ScaleOptions& o, const std::string& shapes) {
   for (std::size_t p = 0; p < sources.size(); ++p)
     for (int s = 0; s < o.seeds; ++s) tasks.push_back({p, s});
   std::vector<double> goal(sources.size());
-  std::atomic<std::size_t> next{0};
   // The goals first (every task needs its problem's), then the tasks.
-  auto worker = [&](bool goals) {
-    const std::size_t n = goals ? goal.size() : tasks.size();
-    for (std::size_t i; (i = next++) < n;) {
-      if (goals) {
-        goal[i] = kGoal * targets[i].Score(targets[i].SearchOptimum());
-        continue;
-      }
-      Task& t = tasks[i];
-      const auto priors =
-          hs::SourceSamples(sources[t.problem], 5000 + t.seed, kSourceBudget);
-      t.with = hs::SamplesToReach(targets[t.problem], 1000 + t.seed,
-                                  kTargetBudget, priors, goal[t.problem]);
-      t.without = hs::SamplesToReach(targets[t.problem], 1000 + t.seed,
-                                     kTargetBudget, {}, goal[t.problem]);
-    }
-  };
-  for (bool goals : {true, false}) {
-    next = 0;
-    std::vector<std::thread> threads;
-    for (int j = 1; j < o.jobs; ++j) threads.emplace_back(worker, goals);
-    worker(goals);
-    for (auto& t : threads) t.join();
-  }
+  ParallelFor(goal.size(), o.jobs, [&](std::size_t i) {
+    goal[i] = kGoal * targets[i].Score(targets[i].SearchOptimum());
+  });
+  ParallelFor(tasks.size(), o.jobs, [&](std::size_t i) {
+    Task& t = tasks[i];
+    const auto priors =
+        hs::SourceSamples(sources[t.problem], 5000 + t.seed, kSourceBudget);
+    t.with = hs::SamplesToReach(targets[t.problem], 1000 + t.seed,
+                                kTargetBudget, priors, goal[t.problem]);
+    t.without = hs::SamplesToReach(targets[t.problem], 1000 + t.seed,
+                                   kTargetBudget, {}, goal[t.problem]);
+  });
   if (!o.json) {
     fmt::print(
         "transfer to twice the nodes, {} seeds: samples (warm-up included) "
