@@ -22,211 +22,15 @@
 #include <vector>
 
 #include "backends/mpi/mpi_context.h"
+#include "errors.h"
 #include "hvdtune/grouping.h"
 #include "hvdtune/runtime.h"
+#include "tensors.h"
 
 namespace py = pybind11;
 
 namespace hvdtune::python {
 namespace {
-
-// The HvdtuneError class (created at import). `code` says which kind of
-// failure: "config", "not_initialized", "invalid_argument", "mismatch",
-// "aborted", "internal", "stalled".
-PyObject* g_error_type = nullptr;
-
-[[noreturn]] void Raise(std::string_view code, const std::string& message) {
-  py::object type = py::reinterpret_borrow<py::object>(g_error_type);
-  py::object error = type(message);
-  error.attr("code") = py::str(std::string(code));
-  PyErr_SetObject(g_error_type, error.ptr());
-  throw py::error_already_set();
-}
-
-std::string_view CodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "ok";
-    case StatusCode::kInProgress:
-      return "in_progress";
-    case StatusCode::kInvalidArgument:
-      return "invalid_argument";
-    case StatusCode::kMismatch:
-      return "mismatch";
-    case StatusCode::kAborted:
-      return "aborted";
-    case StatusCode::kInternal:
-      return "internal";
-    case StatusCode::kStalled:
-      return "stalled";
-  }
-  return "internal";
-}
-
-void RaiseStatus(const Status& status) {
-  if (!status.ok()) Raise(CodeName(status.code()), status.ToString());
-}
-
-// ---------------------------------------------------------------------------
-// Buffers: what a Python object's memory looks like to the runtime.
-
-// A Py_buffer held until the collective that reads or writes it finished.
-struct BufferView {
-  Py_buffer view{};
-  bool held = false;
-  BufferView() = default;
-  BufferView(const BufferView&) = delete;
-  BufferView& operator=(const BufferView&) = delete;
-  ~BufferView() {
-    if (held) PyBuffer_Release(&view);
-  }
-};
-
-struct TensorRef {
-  void* data = nullptr;
-  std::vector<std::int64_t> shape;
-  DataType dtype = DataType::kFloat32;
-  // Keeps the memory alive while the runtime uses it.
-  py::object owner;
-  std::shared_ptr<BufferView> view;
-};
-
-std::optional<DataType> DtypeFromTorch(const std::string& name) {
-  static const std::pair<std::string_view, DataType> kTypes[] = {
-      {"torch.float32", DataType::kFloat32},
-      {"torch.float64", DataType::kFloat64},
-      {"torch.float16", DataType::kFloat16},
-      {"torch.bfloat16", DataType::kBFloat16},
-      {"torch.int32", DataType::kInt32},
-      {"torch.int64", DataType::kInt64},
-      {"torch.uint8", DataType::kUInt8},
-  };
-  for (const auto& [text, dtype] : kTypes) {
-    if (name == text) return dtype;
-  }
-  return std::nullopt;
-}
-
-// A buffer-protocol format string ("<f", "=q", "e") as a runtime dtype.
-std::optional<DataType> DtypeFromFormat(std::string_view format,
-                                        Py_ssize_t itemsize) {
-  if (!format.empty() &&
-      std::string_view("@=<>!").find(format[0]) != std::string_view::npos) {
-    if (format[0] == '>' || format[0] == '!') return std::nullopt;
-    format.remove_prefix(1);
-  }
-  if (format.size() != 1) return std::nullopt;
-  switch (format[0]) {
-    case 'f':
-      return DataType::kFloat32;
-    case 'd':
-      return DataType::kFloat64;
-    case 'e':
-      return DataType::kFloat16;
-    case 'B':
-      return DataType::kUInt8;
-    case 'i':
-    case 'l':
-    case 'q':
-      if (itemsize == 4) return DataType::kInt32;
-      if (itemsize == 8) return DataType::kInt64;
-      return std::nullopt;
-    default:
-      return std::nullopt;
-  }
-}
-
-bool IsTorchTensor(py::handle obj) {
-  return py::hasattr(obj, "data_ptr") && py::hasattr(obj, "is_contiguous") &&
-         py::hasattr(obj, "dtype");
-}
-
-// `what` names the argument in error messages ("input of allreduce 'x'").
-TensorRef Resolve(py::handle obj, bool writable, const std::string& what) {
-  TensorRef ref;
-  ref.owner = py::reinterpret_borrow<py::object>(obj);
-  if (IsTorchTensor(obj)) {
-    const std::string device = py::str(obj.attr("device").attr("type"));
-    if (device != "cpu") {
-      Raise("invalid_argument", what + ": a tensor on device '" + device +
-                                    "'; hvdtune.torch takes CPU tensors");
-    }
-    if (!obj.attr("is_contiguous")().cast<bool>()) {
-      Raise("invalid_argument", what + ": the tensor is not contiguous");
-    }
-    const std::string dtype = py::str(obj.attr("dtype"));
-    const std::optional<DataType> parsed = DtypeFromTorch(dtype);
-    if (!parsed) {
-      Raise("invalid_argument",
-            what + ": unsupported dtype " + dtype +
-                " (supported: uint8, int32, int64, float16, bfloat16, "
-                "float32, float64)");
-    }
-    ref.dtype = *parsed;
-    ref.data =
-        reinterpret_cast<void*>(obj.attr("data_ptr")().cast<std::uintptr_t>());
-    for (py::handle d : obj.attr("shape")) {
-      ref.shape.push_back(d.cast<std::int64_t>());
-    }
-    return ref;
-  }
-  auto view = std::make_shared<BufferView>();
-  const int flags = PyBUF_FORMAT | PyBUF_ND | PyBUF_C_CONTIGUOUS |
-                    (writable ? PyBUF_WRITABLE : 0);
-  if (PyObject_GetBuffer(obj.ptr(), &view->view, flags) != 0) {
-    PyErr_Clear();
-    Raise("invalid_argument",
-          what + ": expected a C-contiguous" +
-              std::string(writable ? ", writable" : "") +
-              " numpy array, buffer or torch tensor, got " +
-              std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
-  }
-  view->held = true;
-  const char* format = view->view.format ? view->view.format : "B";
-  const std::optional<DataType> parsed =
-      DtypeFromFormat(format, view->view.itemsize);
-  if (!parsed) {
-    Raise("invalid_argument",
-          what + ": unsupported element format '" + std::string(format) +
-              "' (supported: uint8, int32, int64, float16, float32, "
-              "float64)");
-  }
-  ref.dtype = *parsed;
-  ref.data = view->view.buf;
-  for (int i = 0; i < view->view.ndim; ++i) {
-    ref.shape.push_back(view->view.shape[i]);
-  }
-  ref.view = std::move(view);
-  return ref;
-}
-
-std::int64_t NumElements(const std::vector<std::int64_t>& shape) {
-  std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
-  return n;
-}
-
-void CheckSameLayout(const TensorRef& in, const TensorRef& out,
-                     const std::string& what) {
-  if (in.dtype != out.dtype ||
-      NumElements(in.shape) != NumElements(out.shape)) {
-    Raise("invalid_argument",
-          what + ": the output (" + std::string(DataTypeName(out.dtype)) +
-              ", " + std::to_string(NumElements(out.shape)) +
-              " elements) does not match the input (" +
-              std::string(DataTypeName(in.dtype)) + ", " +
-              std::to_string(NumElements(in.shape)) + " elements)");
-  }
-}
-
-ReduceOp ParseOp(const std::string& op) {
-  const std::optional<ReduceOp> parsed = ParseReduceOp(op);
-  if (!parsed) {
-    Raise("invalid_argument",
-          "unknown reduce op '" + op + "' (expected sum, average, min or max)");
-  }
-  return *parsed;
-}
 
 // ---------------------------------------------------------------------------
 // The process's runtime and the collectives in flight.
@@ -594,11 +398,7 @@ void Abort(int code) {
 
 void DefineModule(py::module_& m) {
   m.doc() = "hvdtune runtime binding (use the hvdtune package)";
-  g_error_type = PyErr_NewExceptionWithDoc(
-      "hvdtune.HvdtuneError",
-      "An error reported by the hvdtune runtime; `code` names its kind.",
-      PyExc_RuntimeError, nullptr);
-  m.attr("HvdtuneError") = py::reinterpret_borrow<py::object>(g_error_type);
+  m.attr("HvdtuneError") = CreateErrorType();
 
   py::class_<PyHandle>(m, "Handle", py::dynamic_attr())
       .def("poll", &PyHandle::Poll, "True once the collective finished.")
