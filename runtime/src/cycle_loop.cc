@@ -43,10 +43,64 @@ void RuntimeImpl::Loop() {
 }
 
 void RuntimeImpl::WaitForWork(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  work_cv_.wait_until(lock, deadline, [&] {
-    return idle_arrival_ || shutdown_requested_.load();
-  });
+  bool arrived;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    work_cv_.wait_until(lock, deadline, [&] {
+      return idle_arrival_ || shutdown_requested_.load();
+    });
+    arrived = idle_arrival_;
+  }
+  if (arrived && gather_arrivals_) GatherArrivals();
+}
+
+void RuntimeImpl::GatherArrivals() {
+  // A lone collective starts at once: its caller waits on it (or polls)
+  // right after submitting. A burst of submissions (a model's gradients in
+  // a loop) is gathered until the caller waits, the submissions pause for
+  // kQuietGap, or cycle_time has passed since the first one, so that one
+  // negotiation agrees on all of it instead of one per wake-up while every
+  // rank is still submitting. The gap is a few times a submission's cost;
+  // a pause shorter than it between gradients is batched anyway.
+  constexpr auto kQuietGap = std::chrono::microseconds(30);
+  constexpr auto kSpin = std::chrono::microseconds(5);
+  using Clock = std::chrono::steady_clock;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double, std::milli>(
+                             cycle_knobs_.cycle_time_ms()));
+  std::uint64_t since;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    since = arrival_waits_;
+  }
+  WaitSignal& signal = signal_;
+  const auto stop = [&] {
+    return signal.waits.load() != since || shutdown_requested_.load();
+  };
+  // A synchronous caller is about to wait: catch that without a sleep and
+  // a wake-up (this runs only with a hardware thread per rank, so a few
+  // microseconds of polling take no one's core).
+  const auto spin_until = Clock::now() + kSpin;
+  while (Clock::now() < spin_until) {
+    if (stop()) return;
+  }
+  signal.gathering = true;
+  auto pause = std::chrono::duration_cast<Clock::duration>(kQuietGap);
+  while (!stop()) {
+    const std::uint64_t seen = enqueued_.load(std::memory_order_relaxed);
+    const auto until = std::min(Clock::now() + pause, deadline);
+    pause *= 2;
+    {
+      std::unique_lock<std::mutex> lock(signal.mu);
+      signal.cv.wait_until(lock, until, stop);
+    }
+    if (Clock::now() >= deadline ||
+        enqueued_.load(std::memory_order_relaxed) == seen) {
+      break;
+    }
+  }
+  signal.gathering = false;
 }
 
 bool RuntimeImpl::RunCycle(bool* stop) {

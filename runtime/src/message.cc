@@ -18,9 +18,13 @@ std::int64_t Request::NumElements() const {
 }
 
 bool Request::SameSignature(const Request& o) const {
-  return name == o.name && type == o.type && dtype == o.dtype && op == o.op &&
-         root == o.root && shape == o.shape && group == o.group &&
-         group_size == o.group_size && device == o.device;
+  return name == o.name && SameSignatureButName(o);
+}
+
+bool Request::SameSignatureButName(const Request& o) const {
+  return type == o.type && dtype == o.dtype && op == o.op && root == o.root &&
+         shape == o.shape && group == o.group && group_size == o.group_size &&
+         device == o.device;
 }
 
 void Writer::Raw(const void* p, std::size_t n) {

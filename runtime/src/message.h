@@ -43,6 +43,8 @@ struct Request {
   std::int64_t NumElements() const;
   /// True when everything but the sending rank is the same.
   bool SameSignature(const Request& other) const;
+  /// The same, for requests known to share the name (the same id).
+  bool SameSignatureButName(const Request& other) const;
 };
 
 struct Response {

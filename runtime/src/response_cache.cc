@@ -5,17 +5,20 @@
 namespace hvdtune::internal {
 
 ResponseCache::Lookup ResponseCache::Find(const Request& request) const {
-  std::uint32_t bit;
   if (request.id != kNoTensorId) {
+    // Ids are interned names: the same id is the same name.
     if (request.id >= by_id_.size() || by_id_[request.id] == 0) return {};
-    bit = by_id_[request.id] - 1;
-  } else {
-    const auto it = by_name_.find(request.name);
-    if (it == by_name_.end()) return {};
-    bit = it->second;
+    const std::uint32_t bit = by_id_[request.id] - 1;
+    return {entries_[bit].request.SameSignatureButName(request)
+                ? State::kHit
+                : State::kInvalid,
+            bit};
   }
-  const Entry& e = entries_[bit];
-  return {e.request.SameSignature(request) ? State::kHit : State::kInvalid,
+  const auto it = by_name_.find(request.name);
+  if (it == by_name_.end()) return {};
+  const std::uint32_t bit = it->second;
+  return {entries_[bit].request.SameSignature(request) ? State::kHit
+                                                       : State::kInvalid,
           bit};
 }
 

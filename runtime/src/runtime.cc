@@ -149,11 +149,13 @@ TensorEntry MakeEntry(std::string name, CollectiveType type, DataType dtype,
 bool Handle::Poll() const {
   if (!state_) return true;
   std::lock_guard<std::mutex> lock(state_->mu);
+  if (!state_->done && state_->signal) state_->signal->Notify();
   return state_->done;
 }
 
 Status Handle::Wait() const {
   if (!state_) return Status::InvalidArgument("empty handle");
+  state_->AboutToWait();
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
   return state_->status;
@@ -161,6 +163,7 @@ Status Handle::Wait() const {
 
 bool Handle::WaitFor(double seconds) const {
   if (!state_) return true;
+  state_->AboutToWait();
   std::unique_lock<std::mutex> lock(state_->mu);
   return state_->cv.wait_for(lock, std::chrono::duration<double>(seconds),
                              [&] { return state_->done; });

@@ -70,6 +70,9 @@ class RuntimeImpl final : public ExecutionListener {
   bool RunCycle(bool* stop);
   /// Sleeps until `deadline` or until work arrives on an idle rank.
   void WaitForWork(std::chrono::steady_clock::time_point deadline);
+  /// After an arrival on an idle rank: waits while more tensors keep
+  /// arriving (a burst), at most one cycle_time.
+  void GatherArrivals();
   void PollAutotuner();
   void ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes);
   void FailEverything(const Status& s);
@@ -88,6 +91,9 @@ class RuntimeImpl final : public ExecutionListener {
   EventBus bus_;
   /// Rank 0 with autotuning on; also attached to bus_.
   std::shared_ptr<Autotuner> autotuner_;
+  /// Gather bursts of submissions into one cycle (GatherArrivals): only
+  /// where this node's ranks each have a hardware thread.
+  bool gather_arrivals_ = false;
 
   // Shared with application threads.
   mutable std::mutex mu_;
@@ -106,6 +112,11 @@ class RuntimeImpl final : public ExecutionListener {
   /// A tensor arrived while nothing of this rank was queued or in flight:
   /// the next cycle starts now instead of at the next cycle_time boundary.
   bool idle_arrival_ = false;
+  /// signal_->waits when that tensor arrived.
+  std::uint64_t arrival_waits_ = 0;
+  /// Tensors enqueued so far (read by the cycle thread while gathering).
+  std::atomic<std::uint64_t> enqueued_{0};
+  WaitSignal signal_;
   /// The cycle thread sleeps on it between cycles.
   std::condition_variable work_cv_;
   std::atomic<bool> running_{false};

@@ -1,6 +1,10 @@
 #include "backends/mpi/mpi_context.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "reduce.h"
@@ -135,6 +139,20 @@ void MpiContext::SplitNodes(int ranks_per_node) {
   MPI_Comm_size(ctx.cross, &ctx.cross_size);
   MPI_Comm_set_errhandler(ctx.local, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(ctx.cross, MPI_ERRORS_RETURN);
+}
+
+int RanksOnThisMachine(MPI_Comm comm) {
+  std::string id;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::getline(boot, id);
+  if (id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    id = host;
+  }
+  const std::vector<std::uint8_t> mine(id.begin(), id.end());
+  const auto all = AllgatherBytes(comm, mine);
+  return static_cast<int>(std::count(all.begin(), all.end(), mine));
 }
 
 std::vector<std::vector<std::uint8_t>> AllgatherBytes(

@@ -75,6 +75,10 @@ class MpiTypes {
   MPI_Op bfloat16_ops_[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
 };
 
+/// How many ranks of `comm` run on this machine (the same kernel boot, so
+/// emulated nodes on one host count together). Collective over `comm`.
+int RanksOnThisMachine(MPI_Comm comm);
+
 /// Every rank's bytes, in rank order (collective on `comm`). Throws
 /// ConfigError on an MPI failure.
 std::vector<std::vector<std::uint8_t>> AllgatherBytes(
