@@ -55,35 +55,36 @@ void RuntimeImpl::WaitForWork(std::chrono::steady_clock::time_point deadline) {
 }
 
 void RuntimeImpl::GatherArrivals() {
-  // A lone collective starts at once: its caller waits on it (or polls)
-  // right after submitting. A burst of submissions (a model's gradients in
-  // a loop) is gathered until the caller waits, the submissions pause for
-  // kQuietGap, or cycle_time has passed since the first one, so that one
+  // A lone collective starts at once. A burst of submissions (a model's
+  // gradients in a loop) is gathered until the caller waits on or polls a
+  // handle, the submissions pause for kQuietGap (doubling while they go
+  // on), or cycle_time has passed since the first one, so that one
   // negotiation agrees on all of it instead of one per wake-up while every
-  // rank is still submitting. The gap is a few times a submission's cost;
-  // a pause shorter than it between gradients is batched anyway.
+  // rank is still submitting. The gap is many times a submission's cost.
   constexpr auto kQuietGap = std::chrono::microseconds(30);
-  constexpr auto kSpin = std::chrono::microseconds(5);
+  constexpr auto kSpin = std::chrono::microseconds(3);
   using Clock = std::chrono::steady_clock;
   const auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double, std::milli>(
                              cycle_knobs_.cycle_time_ms()));
-  std::uint64_t since;
+  std::uint64_t since, first;
   {
     std::lock_guard<std::mutex> lock(mu_);
     since = arrival_waits_;
+    first = arrival_enqueued_;
   }
   WaitSignal& signal = signal_;
   const auto stop = [&] {
     return signal.waits.load() != since || shutdown_requested_.load();
   };
-  // A synchronous caller is about to wait: catch that without a sleep and
-  // a wake-up (this runs only with a hardware thread per rank, so a few
-  // microseconds of polling take no one's core).
+  // Nothing more since the first tensor: a burst's next submission comes
+  // within a microsecond, a synchronous caller's wait about as soon. Poll
+  // for either briefly (this runs only with a hardware thread per rank, so
+  // it takes no one's core); a lone collective then starts at once.
   const auto spin_until = Clock::now() + kSpin;
-  while (Clock::now() < spin_until) {
-    if (stop()) return;
+  while (enqueued_.load(std::memory_order_relaxed) == first) {
+    if (stop() || Clock::now() >= spin_until) return;
   }
   signal.gathering = true;
   auto pause = std::chrono::duration_cast<Clock::duration>(kQuietGap);

@@ -58,7 +58,8 @@ std::array<KnobSpec, kNumKnobs> BuildTable() {
            "Longest a tensor waits to be batched with others (greater than "
            "0): a cycle starts this long after the previous one began, or at "
            "once when a tensor arrives while nothing of this rank is queued "
-           "or in flight, so a lone collective does not wait for the timer.",
+           "or in flight, so a lone collective does not wait for the timer; "
+           "a burst of submissions is gathered for at most this long.",
        .horovod_log = {"cycle_time_ms", Identity}},
       {.id = KnobId::kCacheCapacity,
        .name = "cache_capacity",

@@ -170,7 +170,10 @@ Handle RuntimeImpl::Enqueue(std::span<TensorEntry> entries) {
     arrival_waits_ = signal_.waits.load();
   }
   busy_count_ += entries.size();
-  enqueued_.fetch_add(entries.size(), std::memory_order_relaxed);
+  const std::uint64_t enqueued =
+      enqueued_.fetch_add(entries.size(), std::memory_order_relaxed) +
+      entries.size();
+  if (wake) arrival_enqueued_ = enqueued;
   for (TensorEntry& e : entries) {
     e.handle = state;
     e.enqueued = now;

@@ -112,8 +112,9 @@ class RuntimeImpl final : public ExecutionListener {
   /// A tensor arrived while nothing of this rank was queued or in flight:
   /// the next cycle starts now instead of at the next cycle_time boundary.
   bool idle_arrival_ = false;
-  /// signal_->waits when that tensor arrived.
+  /// signal_.waits and enqueued_ when that tensor arrived.
   std::uint64_t arrival_waits_ = 0;
+  std::uint64_t arrival_enqueued_ = 0;
   /// Tensors enqueued so far (read by the cycle thread while gathering).
   std::atomic<std::uint64_t> enqueued_{0};
   WaitSignal signal_;
