@@ -85,6 +85,8 @@ void RuntimeImpl::GatherArrivals() {
   const auto spin_until = Clock::now() + kSpin;
   while (enqueued_.load(std::memory_order_relaxed) == first) {
     if (stop() || Clock::now() >= spin_until) return;
+    // If this thread shares a core with the application, let it go on.
+    std::this_thread::yield();
   }
   signal.gathering = true;
   auto pause = std::chrono::duration_cast<Clock::duration>(kQuietGap);
