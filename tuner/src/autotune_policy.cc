@@ -211,15 +211,20 @@ struct AutotunePolicy::State {
   void Publish(const Result& result);
   void WorkerLoop();
 
+  // Samples at the end of a round of `budget` spent refining (0: none).
+  int ExploitTail(int budget) const {
+    const int tail =
+        static_cast<int>(std::lround(settings.exploit_share * budget));
+    return tail > 0 && tail < budget ? tail : 0;
+  }
   // `begin`: observations before the round's first (priors); `budget`:
   // the round's samples, that first one included.
   BayesOptSettings OptimizerSettings(std::uint64_t seed, std::size_t begin,
                                      int budget) const {
     BayesOptSettings bo = settings.optimizer;
     bo.seed = seed;
-    const int tail =
-        static_cast<int>(std::lround(settings.exploit_share * budget));
-    if (tail > 0 && tail < budget) {
+    const int tail = ExploitTail(budget);
+    if (tail > 0) {
       bo.exploit_from = static_cast<int>(begin) + budget - tail;
     }
     bo.gp.noise_floor = std::pow(settings.gaussian_process_noise / 10, 2);
@@ -342,6 +347,19 @@ AutotunePolicy::State::Result AutotunePolicy::State::Decide(const Job& job) {
     return r;
   }
   r.kind = Result::Kind::kSuggest;
+  // In the refining tail, the configuration the round would freeze on is
+  // measured first if it has not been (it may differ from every sample in
+  // the knobs set back to their initial values), so that the freeze picks
+  // it from what was measured.
+  if (job.round_samples >= job.budget - ExploitTail(job.budget) &&
+      settings.freeze_confidence > 0) {
+    Config candidate = internal::FreezeCandidate(*optimizer, own_begin,
+                                                 settings.freeze_confidence);
+    if (!internal::Measured(*optimizer, own_begin, candidate)) {
+      r.config = std::move(candidate);
+      return r;
+    }
+  }
   r.config = optimizer->Suggest();
   if (!space.IsValid(r.config)) {
     throw std::logic_error("the optimizer suggested an invalid configuration");

@@ -7,17 +7,26 @@
 
 namespace hvdtune::tuner::internal {
 
-/// Of the observations from `own_begin` on (this run's; earlier ones are
-/// priors, never frozen on), the one with the highest posterior mean (the
-/// highest observed score before a model exists). Then the round's first
-/// configuration, observations()[own_begin] (the one in force when the
-/// round began), is preferred where the model cannot tell: each categorical
-/// value that differs from it is set back unless the model puts the change
-/// more than `confidence` posterior standard deviations ahead, and the
-/// first configuration itself is kept unless the result is that far ahead
-/// of it. `score` is the observed one for a configuration measured in this
-/// run, else the posterior mean.
+/// What the round would freeze on given the model: of the observations from
+/// `own_begin` on (this run's; earlier ones are priors), the one with the
+/// highest posterior mean, with every knob whose value differs from the
+/// round's first configuration, observations()[own_begin] (the one in force
+/// when the round began), set back to that value, in the space's order,
+/// unless the model puts the change more than `confidence` posterior
+/// standard deviations ahead. May be a configuration not measured as such.
+/// Needs a fitted model (else: the highest observed score).
+Config FreezeCandidate(const BayesianOptimizer& optimizer,
+                       std::size_t own_begin, double confidence);
+
+/// What the round freezes on: always one of this run's observations (with
+/// its observed score). FreezeCandidate() if it was measured, else the
+/// measured configuration nearest to it (unit-space distance, categorical
+/// mismatches counting 1), the highest posterior mean among equals.
 Observation ChooseFrozen(const BayesianOptimizer& optimizer,
                          std::size_t own_begin, double confidence);
+
+/// Whether `config` is among the observations from `own_begin` on.
+bool Measured(const BayesianOptimizer& optimizer, std::size_t own_begin,
+              const Config& config);
 
 }  // namespace hvdtune::tuner::internal

@@ -20,14 +20,16 @@
 //    observation counts as the round's first sample, as in Horovod); each
 //    following sample observes the suggested configuration. After
 //    `max_samples` samples, or when the optimizer says ShouldStop(), the
-//    policy freezes on the incumbent: of the configurations measured in this
-//    run, the one with the highest posterior mean (with no priors and
+//    policy freezes on the incumbent, always a configuration measured in
+//    this run: the one with the highest posterior mean (with no priors and
 //    `freeze_confidence` 0, exactly BayesianOptimizer::Best()), kept to the
 //    round's initial configuration where the model cannot tell them apart:
-//    each knob that differs from it goes back to its initial value (so the
-//    result may be a configuration not measured as such) unless the change
-//    is more than `freeze_confidence` posterior standard deviations ahead. The
-//    last `exploit_share` of a round's samples refine the best region. Priors
+//    each knob that differs from it goes back to its initial value unless
+//    the change is more than `freeze_confidence` posterior standard
+//    deviations ahead. The last `exploit_share` of a round's samples refine
+//    the best region; the first of them measures that candidate if no
+//    sample has (if it moved since, the freeze takes the measured
+//    configuration nearest to it). Priors
 //    shape the model but are never frozen on unmeasured, since their scores
 //    may be on another scale. The frozen configuration is handed out by
 //    TakeConfig() like any other.
