@@ -281,6 +281,7 @@ Config HorovodRun(const Problem& p, std::uint64_t seed, int budget) {
       s.gp.use_priors = false;
       s.acquisition.kind = tuner::AcquisitionKind::kExpectedImprovement;
       s.acquisition.xi = 0.1;
+      s.acquisition.xi_noise = 0;  // plain EI, as Horovod
       s.num_anchors = 0;
       s.category_probe_period = 0;
       tuner::BayesianOptimizer opt{tuner::SearchSpace(dims), s};

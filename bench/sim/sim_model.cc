@@ -129,10 +129,11 @@ double CycleWork(const Preset& p, const Cluster& c, const KnobSettings& k,
 StepResult SimulateStep(const Preset& p, const Cluster& c, const Workload& w,
                         const KnobSettings& k) {
   const double cycle = k.cycle_time_ms() * 1e-3;
-  // Idle cycles (a wake-up and a bit-vector allreduce) take CPU from
-  // compute where the cycle thread shares the cores.
-  const double idle = NegotiationSeconds(p, c, 0, true);
-  const double slowdown = 1 + p.cpu_share * idle / cycle;
+  // Between gradients the cycle thread runs an idle cycle every cycle_time
+  // (a wake-up and a bit-vector allreduce); where it shares the cores with
+  // compute, the CPU those take (not their wall time: waits yield) slows
+  // the backward pass.
+  const double slowdown = 1 + p.cpu_share * p.idle_cpu_s / cycle;
   const std::size_t n = w.gradients.size();
   std::vector<double> ready(n);
   double t = 0;
@@ -148,22 +149,25 @@ StepResult SimulateStep(const Preset& p, const Cluster& c, const Workload& w,
     }
   }
   StepResult r;
-  double s = 0, end = 0;
+  // The runtime's rule (cycle_loop.cc): a gradient that arrives while
+  // nothing of this rank is queued or in flight wakes the cycle thread, and
+  // a cycle starts at once; one that arrives while a cycle runs is batched
+  // into the next, which starts cycle_time after that cycle began, or when
+  // it ends if later.
+  double start = 0, end = -INFINITY;
   std::size_t next = 0;
   std::vector<internal::FusionItem> items;
   while (next < n) {
-    if (ready[next] > s) s += cycle * std::ceil((ready[next] - s) / cycle);
+    start = ready[next] >= end ? ready[next] : std::max(end, start + cycle);
     items.clear();
-    for (; next < n && ready[next] <= s; ++next) {
+    for (; next < n && ready[next] <= start; ++next) {
       internal::FusionItem item;
       item.dtype = w.gradients[next].dtype;
       item.bytes = w.gradients[next].bytes;
       items.push_back(item);
     }
-    const double work = CycleWork(p, c, k, items, &r.calls);
+    end = start + CycleWork(p, c, k, items, &r.calls);
     ++r.cycles;
-    end = s + work;
-    s = std::max(end, s + cycle);
   }
   r.step_s = w.forward_s * p.compute_scale + std::max(backward_end, end);
   r.samples_per_s = c.world() * w.batch_per_rank / r.step_s;
@@ -176,10 +180,9 @@ double SingleCallSeconds(const Preset& p, const Cluster& c,
   std::vector<internal::FusionItem> one(1);
   one[0].bytes = static_cast<std::int64_t>(bytes);
   int calls = 0;
-  const double work = CycleWork(p, c, k, one, &calls);
-  // Enqueued as the previous call completed: the next cycle starts one
-  // cycle time after the previous one started, or when it ended.
-  return std::max(work, k.cycle_time_ms() * 1e-3);
+  // Enqueued as the previous call completed, on an idle rank: the cycle
+  // starts at once, whatever the cycle time.
+  return CycleWork(p, c, k, one, &calls);
 }
 
 }  // namespace hvdtune::sim

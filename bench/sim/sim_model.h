@@ -7,8 +7,9 @@
 //  - backward timeline: layer i's gradient is ready when its backward
 //    compute ends (layers last to first); communication runs on the cycle
 //    thread and overlaps the compute of earlier layers;
-//  - the cycle loop: a cycle starts every cycle_time, or when the previous
-//    one's work ends if that is later (the runtime's sleep_until); a cycle
+//  - the cycle loop: a gradient arriving on an idle rank starts a cycle at
+//    once; gradients arriving while a cycle runs wait for the next one,
+//    cycle_time after that cycle began or when it ends if later; a cycle
 //    negotiates what is ready (bit-vector allreduce with the response cache;
 //    requests gathered to rank 0 and responses broadcast without it, paid
 //    per tensor and per rank), plans fusion with the threshold, and runs
@@ -18,8 +19,8 @@
 //    the last segment's reduction not overlapped);
 //  - num_groups: a group of gradients is released only when all its
 //    members are ready;
-//  - CPU presets: the cycle thread shares the cores with compute, so a
-//    short cycle time slows the backward pass.
+//  - CPU presets: the cycle thread shares the cores with compute, so the
+//    CPU of its idle cycles (every cycle_time) slows the backward pass.
 #pragma once
 
 #include <cstdint>
@@ -49,8 +50,11 @@ struct Preset {
   double cached_s = 0;       // per cached tensor in negotiation (bit, lookup)
   double request_s = 0;      // per tensor per rank, uncached (rank 0 table)
   double compute_scale = 1;  // compute time multiplier vs the GPU reference
-  /// Fraction of the cycle thread's busy time taken from compute (shared
-  /// cores); 0 on GPU machines.
+  /// CPU time of one idle cycle (wake-up, bit-vector allreduce; waits
+  /// yield the core, so this is far below its wall time, cycle_s).
+  double idle_cpu_s = 0;
+  /// Fraction of that CPU time taken from compute (shared cores); 0 on GPU
+  /// machines.
   double cpu_share = 0;
 };
 

@@ -74,6 +74,32 @@ TEST(ClusterSim, StepCoversComputeAndThroughputIsConsistent) {
   EXPECT_GT(SimulateStep(p, {8, 8}, w, slow).step_s, r.step_s + 0.02);
 }
 
+TEST(ClusterSim, CycleStartsAtOnceOnAnIdleRank) {
+  const Preset& p = FindPreset("nvlink-ib");
+  KnobSettings fast, slow;
+  slow.Set(KnobId::kCycleTime, 50);
+  // A lone call pays no timer wait, whatever the cycle time.
+  EXPECT_DOUBLE_EQ(SingleCallSeconds(p, {2, 8}, fast, 1 << 20),
+                   SingleCallSeconds(p, {2, 8}, slow, 1 << 20));
+  // Gradients far apart each find the rank idle and start their own cycle
+  // when ready; two that arrive while a cycle runs wait for the next one,
+  // cycle_time after that cycle began.
+  Workload sparse;
+  for (int i = 0; i < 2; ++i) sparse.gradients.push_back({1 << 20});
+  for (Gradient& g : sparse.gradients) g.backward_s = 0.1;
+  EXPECT_EQ(SimulateStep(p, {2, 8}, sparse, slow).cycles, 2);
+  EXPECT_DOUBLE_EQ(SimulateStep(p, {2, 8}, sparse, slow).step_s,
+                   SimulateStep(p, {2, 8}, sparse, fast).step_s);
+  Workload dense = sparse;
+  dense.gradients.push_back({1 << 20});
+  for (Gradient& g : dense.gradients) g.backward_s = 1e-6;
+  const double cycle_end = AllreduceSeconds(p, {2, 8}, 0, 1 << 20, 1 << 20);
+  ASSERT_LT(2e-6, cycle_end);  // the 2nd and 3rd arrive during the 1st cycle
+  EXPECT_EQ(SimulateStep(p, {2, 8}, dense, slow).cycles, 2);
+  EXPECT_GT(SimulateStep(p, {2, 8}, dense, slow).step_s, 0.050);
+  EXPECT_LT(SimulateStep(p, {2, 8}, dense, fast).step_s, 0.005);
+}
+
 TEST(ClusterSim, GroupsHoldGradientsUntilComplete) {
   const Preset& p = FindPreset("nvlink-ib");
   const Workload w = MakeWorkload("far-optimum", Shapes());
@@ -85,20 +111,21 @@ TEST(ClusterSim, GroupsHoldGradientsUntilComplete) {
   EXPECT_GT(SimulateStep(p, {4, 8}, w, none).cycles, 1);
 }
 
-// Every row within a factor 2.5 (the worst: 64 KiB over emulated TCP,
-// measured slower than 256 KiB), most within 25%.
+// Every row within a factor 2.5 (the worst: a lone 4 KiB hierarchical
+// call, measured as fast as native and predicted 2.15x that), most within
+// 25%.
 TEST(ClusterSim, CalibrationWithinTargetOnMostRows) {
   const auto rows =
       Calibrate(FindPreset("cpu-shm"), FindPreset("cpu-loopback"), Shapes());
-  ASSERT_EQ(rows.size(), 21u + 18u + 4u + 4u);
+  ASSERT_EQ(rows.size(), 21u + 18u + 4u + 4u + 4u + 8u);
   int within = 0;
   for (const auto& r : rows) {
     within += std::abs(r.error()) <= 0.25;
     EXPECT_LT(std::abs(std::log(r.predicted_s / r.measured_s)), std::log(2.5))
         << r.bench << " " << r.workload << " " << r.algorithm;
   }
-  // 42 of 47 with the fitted constants (README, "Calibration").
-  EXPECT_GE(within, 40);
+  // 39 of 59 with the fitted constants (README, "Calibration").
+  EXPECT_GE(within, 39);
 }
 
 TEST(ClusterSim, PolicyRunIsReproducibleAndBeatsNothingWorse) {

@@ -154,6 +154,7 @@ Trace RunHorovodStyle(const Objective& obj, std::uint64_t seed) {
     settings.acquisition.kind =
         hvdtune::tuner::AcquisitionKind::kExpectedImprovement;
     settings.acquisition.xi = 0.1;
+    settings.acquisition.xi_noise = 0;  // plain EI, as Horovod
     settings.num_anchors = 0;
     BayesianOptimizer opt{SearchSpace(dims), settings};
     const int share = kBudget * (combo + 1) / combos - kBudget * combo / combos;

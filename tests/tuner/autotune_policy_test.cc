@@ -340,6 +340,26 @@ TEST(AutotunePolicyTest, FreezesOnlyOnWhatThisRunMeasured) {
   EXPECT_LT(st.best_score, 1e11);  // this run's scale
 }
 
+TEST(AutotunePolicyTest, ChangesFromTheInitialConfigurationMustBeConfident) {
+  // A change the model is this sure of does not exist: every knob goes back
+  // to its value in the initial configuration. With the default confidence
+  // the clearly better configurations of the surface are kept.
+  for (double confidence : {1e6, AutotunePolicySettings{}.freeze_confidence}) {
+    AutotunePolicySettings s = Settings();
+    s.freeze_confidence = confidence;
+    AutotunePolicy policy(tt::CollectiveThroughput::Space(), Start(), s);
+    Caller caller(policy, PoorStart());
+    ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+    const PolicyStatus st = policy.status();
+    if (confidence > 1) {
+      EXPECT_EQ(st.best, PoorStart());
+    } else {
+      EXPECT_NE(st.best, PoorStart());
+      EXPECT_GT(Throughput(st.best), 1.5 * Throughput(PoorStart()));
+    }
+  }
+}
+
 TEST(AutotunePolicyTest, KnownBestConfirmedFreezesWithoutExploring) {
   const std::vector<PriorSample> grid = GridPriors(1e9);
   PolicyStart start = Start();
@@ -482,6 +502,8 @@ TEST(AutotunePolicyTest, RejectsBadSettingsAndStarts) {
   bad([](auto& s, auto&) { s.gaussian_process_noise = 0; });
   bad([](auto& s, auto&) { s.retune_drop = 1; });
   bad([](auto& s, auto&) { s.retune_windows = 0; });
+  bad([](auto& s, auto&) { s.freeze_confidence = -1; });
+  bad([](auto& s, auto&) { s.exploit_share = 1.5; });
   bad([](auto&, auto& st) { st.initial = {1 << 20, 0.2}; });
   bad([](auto&, auto& st) { st.initial[1] = 1000; });  // above 50 ms
   bad([](auto&, auto& st) { st.initial[3] = 1.5; });   // not a category

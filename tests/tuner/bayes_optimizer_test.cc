@@ -170,6 +170,29 @@ TEST(BayesianOptimizerTest, RestoredStateSuggestsTheSameNextPoints) {
   EXPECT_EQ(restored.Best()->config, original.Best()->config);
 }
 
+TEST(BayesianOptimizerTest, ExploitPhaseIsPartOfTheStateAndStaysValid) {
+  BayesOptSettings settings = Settings(4);
+  settings.exploit_from = 12;  // the last suggestions maximise UCB
+  BayesianOptimizer original(MixedSpace(), settings);
+  for (int i = 0; i < 12; ++i) {
+    const Config c = original.Suggest();
+    original.Observe(c, -Mixed(c));
+  }
+  const BayesianOptimizer restored =
+      BayesianOptimizer::FromJson(original.ToJson());
+  EXPECT_EQ(restored.settings().exploit_from, 12);
+  EXPECT_EQ(restored.settings().acquisition.xi_noise,
+            settings.acquisition.xi_noise);
+  BayesianOptimizer copy = restored;
+  for (int i = 0; i < 4; ++i) {
+    const Config a = original.Suggest(), b = copy.Suggest();
+    ASSERT_EQ(a, b) << "round " << i;
+    EXPECT_TRUE(MixedSpace().IsValid(a));
+    original.Observe(a, -Mixed(a));
+    copy.Observe(b, -Mixed(b));
+  }
+}
+
 TEST(BayesianOptimizerTest, RestoresMidDesignAndRejectsGarbage) {
   BayesianOptimizer original(MixedSpace(), Settings(4));
   original.Observe(original.Suggest(), 1.0);  // 3 design points still queued

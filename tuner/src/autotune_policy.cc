@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "freeze_choice.h"
+
 namespace hvdtune::tuner {
 
 const char* PhaseName(Phase phase) {
@@ -73,6 +75,12 @@ void CheckSettings(const AutotunePolicySettings& s) {
     fail("retune_drop must be in [0, 1)");
   }
   if (s.retune_windows < 1) fail("retune_windows must be >= 1");
+  if (!(s.exploit_share >= 0 && s.exploit_share <= 1)) {
+    fail("exploit_share must be in [0, 1]");
+  }
+  if (!(s.freeze_confidence >= 0 && std::isfinite(s.freeze_confidence))) {
+    fail("freeze_confidence must be a finite number >= 0");
+  }
 }
 
 }  // namespace
@@ -203,14 +211,26 @@ struct AutotunePolicy::State {
   void Publish(const Result& result);
   void WorkerLoop();
 
-  BayesOptSettings OptimizerSettings(std::uint64_t seed) const {
+  // Samples at the end of a round of `budget` spent refining (0: none).
+  int ExploitTail(int budget) const {
+    const int tail =
+        static_cast<int>(std::lround(settings.exploit_share * budget));
+    return tail > 0 && tail < budget ? tail : 0;
+  }
+  // `begin`: observations before the round's first (priors); `budget`:
+  // the round's samples, that first one included.
+  BayesOptSettings OptimizerSettings(std::uint64_t seed, std::size_t begin,
+                                     int budget) const {
     BayesOptSettings bo = settings.optimizer;
     bo.seed = seed;
+    const int tail = ExploitTail(budget);
+    if (tail > 0) {
+      bo.exploit_from = static_cast<int>(begin) + budget - tail;
+    }
     bo.gp.noise_floor = std::pow(settings.gaussian_process_noise / 10, 2);
     return bo;
   }
-  // Among this run's observations, the one with the highest posterior mean
-  // (the highest observed score before a model exists).
+  // What the round freezes on (freeze_choice.h).
   Observation Incumbent() const;
   Result Decide(const Job& job);
 };
@@ -312,27 +332,8 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
 }
 
 Observation AutotunePolicy::State::Incumbent() const {
-  const std::optional<Observation> best = optimizer->Best();  // syncs model
-  if (own_begin == 0) return *best;
-  const std::vector<Observation>& obs = optimizer->observations();
-  const GaussianProcess& model = optimizer->model();
-  std::size_t pick = own_begin;
-  if (model.num_points() == static_cast<int>(obs.size())) {
-    double best_mean = -std::numeric_limits<double>::infinity();
-    for (std::size_t i = own_begin; i < obs.size(); ++i) {
-      double mean, var;
-      model.PredictStandardized(space.ToUnit(obs[i].config), &mean, &var);
-      if (mean > best_mean) {
-        best_mean = mean;
-        pick = i;
-      }
-    }
-  } else {
-    for (std::size_t i = own_begin + 1; i < obs.size(); ++i) {
-      if (obs[i].score > obs[pick].score) pick = i;
-    }
-  }
-  return obs[pick];
+  return internal::ChooseFrozen(*optimizer, own_begin,
+                                settings.freeze_confidence);
 }
 
 AutotunePolicy::State::Result AutotunePolicy::State::Decide(const Job& job) {
@@ -346,6 +347,19 @@ AutotunePolicy::State::Result AutotunePolicy::State::Decide(const Job& job) {
     return r;
   }
   r.kind = Result::Kind::kSuggest;
+  // In the refining tail, the configuration the round would freeze on is
+  // measured first if it has not been (it may differ from every sample in
+  // the knobs set back to their initial values), so that the freeze picks
+  // it from what was measured.
+  if (job.round_samples >= job.budget - ExploitTail(job.budget) &&
+      settings.freeze_confidence > 0) {
+    Config candidate = internal::FreezeCandidate(*optimizer, own_begin,
+                                                 settings.freeze_confidence);
+    if (!internal::Measured(*optimizer, own_begin, candidate)) {
+      r.config = std::move(candidate);
+      return r;
+    }
+  }
   r.config = optimizer->Suggest();
   if (!space.IsValid(r.config)) {
     throw std::logic_error("the optimizer suggested an invalid configuration");
@@ -358,7 +372,8 @@ AutotunePolicy::State::Result AutotunePolicy::State::Run(const Job& job) {
     switch (job.kind) {
       case Job::Kind::kStart:
         optimizer = std::make_unique<BayesianOptimizer>(
-            space, OptimizerSettings(job.seed));
+            space,
+            OptimizerSettings(job.seed, start.priors.size(), job.budget));
         for (const PriorSample& p : start.priors) {
           optimizer->Observe(p.config, p.score);
         }
@@ -372,7 +387,7 @@ AutotunePolicy::State::Result AutotunePolicy::State::Run(const Job& job) {
         // A fresh model: the old observations describe conditions that no
         // longer hold. The incumbent under today's conditions comes first.
         optimizer = std::make_unique<BayesianOptimizer>(
-            space, OptimizerSettings(job.seed));
+            space, OptimizerSettings(job.seed, 0, job.budget));
         own_begin = 0;
         optimizer->Observe(job.config, job.score);
         break;

@@ -20,7 +20,12 @@ enum class AcquisitionKind {
 /// Parameters of the acquisition function (standardised output units).
 struct AcquisitionSettings {
   AcquisitionKind kind = AcquisitionKind::kLogExpectedImprovement;
-  double xi = 0.0;        ///< EI improvement margin over the incumbent.
+  double xi = 0.0;  ///< EI improvement margin over the incumbent.
+  /// Added to xi by the optimizer: this many times the model's noise
+  /// standard deviation, so that a noisy objective does not chase
+  /// improvements smaller than its noise (0 on noise-free functions, where
+  /// the fitted noise is tiny).
+  double xi_noise = 1.0;
   double ucb_beta = 4.0;  ///< UCB exploration weight.
 };
 

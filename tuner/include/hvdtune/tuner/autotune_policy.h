@@ -20,11 +20,19 @@
 //    observation counts as the round's first sample, as in Horovod); each
 //    following sample observes the suggested configuration. After
 //    `max_samples` samples, or when the optimizer says ShouldStop(), the
-//    policy freezes on the incumbent: of the configurations measured in this
-//    run, the one with the highest posterior mean (with no priors, exactly
-//    BayesianOptimizer::Best()). Priors shape the model but are never
-//    frozen on unmeasured, since their scores may be on another scale. The
-//    frozen configuration is handed out by TakeConfig() like any other.
+//    policy freezes on the incumbent, always a configuration measured in
+//    this run: the one with the highest posterior mean (with no priors and
+//    `freeze_confidence` 0, exactly BayesianOptimizer::Best()), kept to the
+//    round's initial configuration where the model cannot tell them apart:
+//    each knob that differs from it goes back to its initial value unless
+//    the change is more than `freeze_confidence` posterior standard
+//    deviations ahead. The last `exploit_share` of a round's samples refine
+//    the best region; the first of them measures that candidate if no
+//    sample has (if it moved since, the freeze takes the measured
+//    configuration nearest to it). Priors
+//    shape the model but are never frozen on unmeasured, since their scores
+//    may be on another scale. The frozen configuration is handed out by
+//    TakeConfig() like any other.
 //  - frozen: the first frozen sample is the reference; a later sample that
 //    is not degraded raises it to its score if higher; `retune_windows`
 //    consecutive samples below (1 - retune_drop) x the reference re-open
@@ -56,6 +64,16 @@ enum class Phase { kOff, kWarmup, kExploring, kFrozen, kRetuning };
 /// "off", "warmup", "exploring", "frozen", "retuning".
 const char* PhaseName(Phase phase);
 
+/// BayesOptSettings' defaults, but with the GP's noise prior centred on a
+/// noisy objective (log noise variance ~ N(-3, 3) in standardised units
+/// instead of N(-9, 3)): steps measured on a running job are noisy, and a
+/// model that explains that noise as signal freezes on lucky samples.
+inline BayesOptSettings DefaultPolicyOptimizerSettings() {
+  BayesOptSettings s;
+  s.gp.log_noise_prior_mean = -3.0;
+  return s;
+}
+
 struct AutotunePolicySettings {
   /// Samples scored under the initial configuration before exploring; the
   /// last one is the initial configuration's score.
@@ -72,18 +90,28 @@ struct AutotunePolicySettings {
   double retune_drop = 0.15;
   /// Consecutive degraded samples that re-open tuning.
   int retune_windows = 3;
+  /// What a round freezes on may differ from the configuration in force
+  /// when the round began only where the model puts the change more than
+  /// this many posterior standard deviations ahead (knob by knob); 0 takes
+  /// the highest posterior mean.
+  double freeze_confidence = 0.5;
+  /// Share of a round's budget, at its end, spent refining the best region
+  /// (BayesOptSettings::exploit_from) instead of exploring; 0: none.
+  double exploit_share = 0.25;
   std::uint64_t seed = 1;
   /// Run Observe()/Suggest() on a worker thread (the runtime); false runs
   /// them inside OnStep() (deterministic unit tests). Either way the same
   /// steps give the same configurations, provided the caller, when
   /// asynchronous, waits (WaitIdle()) before reporting the next step.
   bool asynchronous = true;
-  /// Settings of every optimizer the policy builds, except `seed` and
-  /// `gp.noise_floor`, which come from the fields above. The optimizer
+  /// Settings of every optimizer the policy builds, except `seed`,
+  /// `gp.noise_floor` and `exploit_from`, which come from the fields above;
+  /// by default BayesOptSettings' own with a noise prior for measured steps
+  /// (DefaultPolicyOptimizerSettings()). The optimizer
   /// checks them when exploration starts: a bad one turns the policy off
   /// with a kError event. `stop_ei_threshold` > 0 lets a round end before
   /// its budget (ShouldStop()); `max_evaluations` counts priors too.
-  BayesOptSettings optimizer;
+  BayesOptSettings optimizer = DefaultPolicyOptimizerSettings();
 };
 
 /// A scored configuration known before this run (from a store).

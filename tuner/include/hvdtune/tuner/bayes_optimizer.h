@@ -56,6 +56,12 @@ struct BayesOptSettings {
   /// `category_probe_period` is spent this way; 0 disables.
   int category_probe_period = 3;
   double category_probe_share = 0.5;
+  /// From this many observations on (0: never), suggestions maximise the
+  /// upper confidence bound mean + sqrt(exploit_ucb_beta) sd, with no
+  /// category probes: the last samples of a known budget refine the best
+  /// region rather than explore (the autotune policy sets it per round).
+  int exploit_from = 0;
+  double exploit_ucb_beta = 1.0;
   AcquisitionSettings acquisition;
   AcquisitionOptimizerSettings acquisition_optimizer;
   GpSettings gp;

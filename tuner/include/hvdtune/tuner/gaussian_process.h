@@ -113,6 +113,8 @@ class GaussianProcess {
   /// Yeo-Johnson exponent in use (1 is the identity).
   double warp_lambda() const { return warp_lambda_; }
   const Eigen::MatrixXd& inputs() const { return x_; }
+  /// Observation-noise variance in use (standardised units).
+  double noise_variance() const { return h_.noise; }
 
  private:
   struct Unpacked {

@@ -1,0 +1,104 @@
+#include "freeze_choice.h"
+
+#include <cmath>
+#include <limits>
+
+namespace hvdtune::tuner::internal {
+namespace {
+
+struct Posterior {
+  double mean, var;
+};
+
+// The model is up to date with every observation (Best() syncs it), or
+// there is no model yet.
+bool HasModel(const BayesianOptimizer& optimizer) {
+  optimizer.Best();
+  return optimizer.model().num_points() ==
+         static_cast<int>(optimizer.observations().size());
+}
+
+Posterior At(const BayesianOptimizer& optimizer, const Config& c) {
+  Posterior p{};
+  optimizer.model().PredictStandardized(optimizer.space().ToUnit(c), &p.mean,
+                                        &p.var);
+  return p;
+}
+
+}  // namespace
+
+bool Measured(const BayesianOptimizer& optimizer, std::size_t own_begin,
+              const Config& config) {
+  const std::vector<Observation>& obs = optimizer.observations();
+  for (std::size_t i = own_begin; i < obs.size(); ++i) {
+    if (obs[i].config == config) return true;
+  }
+  return false;
+}
+
+Config FreezeCandidate(const BayesianOptimizer& optimizer,
+                       std::size_t own_begin, double confidence) {
+  const std::vector<Observation>& obs = optimizer.observations();
+  std::size_t pick = own_begin;
+  if (!HasModel(optimizer)) {
+    for (std::size_t i = own_begin + 1; i < obs.size(); ++i) {
+      if (obs[i].score > obs[pick].score) pick = i;
+    }
+    return obs[pick].config;
+  }
+  double best_mean = -std::numeric_limits<double>::infinity();
+  for (std::size_t i = own_begin; i < obs.size(); ++i) {
+    const double mean = At(optimizer, obs[i].config).mean;
+    if (mean > best_mean) {
+      best_mean = mean;
+      pick = i;
+    }
+  }
+  // A change from the configuration in force has to earn its place: with
+  // noisy samples, a knob that does not matter (or matters less than the
+  // noise) otherwise lands on whichever value a lucky sample had.
+  auto clearly_ahead = [&](const Config& a, const Config& b) {
+    const Posterior pa = At(optimizer, a), pb = At(optimizer, b);
+    return pa.mean - pb.mean > confidence * std::sqrt(pa.var + pb.var);
+  };
+  const Config& initial = obs[own_begin].config;
+  Config chosen = obs[pick].config;
+  for (std::size_t d = 0; d < chosen.size(); ++d) {
+    if (chosen[d] == initial[d]) continue;
+    Config reverted = chosen;
+    reverted[d] = initial[d];
+    if (!clearly_ahead(chosen, reverted)) chosen = std::move(reverted);
+  }
+  return chosen;
+}
+
+Observation ChooseFrozen(const BayesianOptimizer& optimizer,
+                         std::size_t own_begin, double confidence) {
+  const Config target = FreezeCandidate(optimizer, own_begin, confidence);
+  const std::vector<Observation>& obs = optimizer.observations();
+  const SearchSpace& space = optimizer.space();
+  const bool model = HasModel(optimizer);
+  const Eigen::VectorXd u = space.ToUnit(target);
+  const int num_cont = space.num_continuous();
+  std::size_t pick = own_begin;
+  double best_distance = std::numeric_limits<double>::infinity();
+  double best_mean = -std::numeric_limits<double>::infinity();
+  for (std::size_t i = own_begin; i < obs.size(); ++i) {
+    const Eigen::VectorXd v = space.ToUnit(obs[i].config);
+    double distance = 0;
+    for (int k = 0; k < v.size(); ++k) {
+      distance += k < num_cont ? (v[k] - u[k]) * (v[k] - u[k])
+                               : static_cast<double>(v[k] != u[k]);
+    }
+    const double mean = model ? At(optimizer, obs[i].config).mean : 0.0;
+    if (distance < best_distance ||
+        (distance == best_distance && mean > best_mean)) {
+      best_distance = distance;
+      best_mean = mean;
+      pick = i;
+    }
+  }
+  return obs[pick];
+}
+
+}  // namespace hvdtune::tuner::internal

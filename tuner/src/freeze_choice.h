@@ -1,0 +1,32 @@
+// The configuration an exploration round of the autotune policy freezes on.
+#pragma once
+
+#include <cstddef>
+
+#include "hvdtune/tuner/bayes_optimizer.h"
+
+namespace hvdtune::tuner::internal {
+
+/// What the round would freeze on given the model: of the observations from
+/// `own_begin` on (this run's; earlier ones are priors), the one with the
+/// highest posterior mean, with every knob whose value differs from the
+/// round's first configuration, observations()[own_begin] (the one in force
+/// when the round began), set back to that value, in the space's order,
+/// unless the model puts the change more than `confidence` posterior
+/// standard deviations ahead. May be a configuration not measured as such.
+/// Needs a fitted model (else: the highest observed score).
+Config FreezeCandidate(const BayesianOptimizer& optimizer,
+                       std::size_t own_begin, double confidence);
+
+/// What the round freezes on: always one of this run's observations (with
+/// its observed score). FreezeCandidate() if it was measured, else the
+/// measured configuration nearest to it (unit-space distance, categorical
+/// mismatches counting 1), the highest posterior mean among equals.
+Observation ChooseFrozen(const BayesianOptimizer& optimizer,
+                         std::size_t own_begin, double confidence);
+
+/// Whether `config` is among the observations from `own_begin` on.
+bool Measured(const BayesianOptimizer& optimizer, std::size_t own_begin,
+              const Config& config);
+
+}  // namespace hvdtune::tuner::internal
