@@ -34,9 +34,10 @@ namespace {
 
 constexpr std::string_view kProgram = "fusion_bench";
 
-enum class Mode { kFused, kUnfused, kRaw, kNoLookahead };
-constexpr std::array<Mode, 4> kModes = {Mode::kFused, Mode::kUnfused,
-                                        Mode::kRaw, Mode::kNoLookahead};
+enum class Mode { kFused, kUnfused, kRaw, kNoLookahead, kRawCopies };
+constexpr std::array<Mode, 5> kModes = {Mode::kFused, Mode::kUnfused,
+                                        Mode::kRaw, Mode::kNoLookahead,
+                                        Mode::kRawCopies};
 
 std::string_view ModeName(Mode mode) {
   switch (mode) {
@@ -48,6 +49,8 @@ std::string_view ModeName(Mode mode) {
       return "mpi_raw";
     case Mode::kNoLookahead:
       return "fused_no_lookahead";
+    case Mode::kRawCopies:
+      return "mpi_raw_copies";
   }
   return "";
 }
@@ -88,6 +91,16 @@ double TimeMode(const Options& opt, GradientSet& set, Mode mode, Result& result,
   if (mode == Mode::kRaw) {
     for (std::int64_t i = 0; i < opt.warmup; ++i) set.RawAllreduce();
     return TimeLoop(opt.steps, [&] { set.RawAllreduce(); });
+  }
+  if (mode == Mode::kRawCopies) {
+    set.ClearOutput();
+    set.RawAllreduceWithCopies();
+    if (!set.CheckOutput(ranks)) {
+      throw std::runtime_error(result.workload +
+                               " mpi_raw_copies: wrong result");
+    }
+    for (std::int64_t i = 1; i < opt.warmup; ++i) set.RawAllreduceWithCopies();
+    return TimeLoop(opt.steps, [&] { set.RawAllreduceWithCopies(); });
   }
   std::map<std::string, std::string> overrides;
   if (mode == Mode::kUnfused)
@@ -132,24 +145,26 @@ void PrintTable(const Options& opt, const std::vector<Result>& results,
       ranks, opt.repeats, opt.steps, opt.warmup, opt.scale);
   fmt::print(
       "# step = enqueue all (backward order) + wait all; mpi_raw = one "
-      "MPI_Allreduce of the same bytes\n");
+      "MPI_Allreduce of the same bytes; raw_copies = the same with each "
+      "tensor copied into one buffer and back out\n");
   constexpr std::string_view kRow =
       "{:<15} {:>8} {:>10} {:>10} {:>10} {:>11} {:>11} {:>9} {:>9} {:>11} "
-      "{:>10}\n";
+      "{:>10} {:>14}\n";
   fmt::print(kRow, "workload", "tensors", "MiB", "threshold", "fused_ms",
              "unfused_ms", "mpi_raw_ms", "raw/fused", "speedup", "no_la_ms",
-             "lookahead");
+             "lookahead", "raw_copies_ms");
   for (const Result& r : results) {
     const double fused = MedianMs(r, Mode::kFused);
     const double unfused = MedianMs(r, Mode::kUnfused);
     const double raw = MedianMs(r, Mode::kRaw);
     const double no_la = MedianMs(r, Mode::kNoLookahead);
+    const double copies = MedianMs(r, Mode::kRawCopies);
     fmt::print(kRow, r.workload, r.tensors,
                Cell(static_cast<double>(r.bytes) / (1 << 20), 2),
                FormatBytes(r.fusion_threshold), Cell(fused, 3),
                Cell(unfused, 3), Cell(raw, 3), Cell(raw / fused, 3),
-               Cell(unfused / fused, 2), Cell(no_la, 3),
-               Cell(no_la / fused, 2));
+               Cell(unfused / fused, 2), Cell(no_la, 3), Cell(no_la / fused, 2),
+               Cell(copies, 3));
   }
   fmt::print(
       "# raw/fused: fused step speed as a fraction of one raw allreduce; "
@@ -173,8 +188,9 @@ int Main(MpiSession& mpi, int argc, char** argv) {
   app.add_option("--shapes-dir", opt.shapes_dir,
                  "directory of <model>.txt shape files");
   app.add_option("--modes", opt.mode_names,
-                 "modes to run: fused, unfused, mpi_raw, fused_no_lookahead "
-                 "(comma-separated)")
+                 "modes to run: fused, unfused, mpi_raw, fused_no_lookahead, "
+                 "mpi_raw_copies (comma-separated; the last is not run "
+                 "unless named)")
       ->delimiter(',');
   app.add_option("--scale", opt.scale,
                  "multiply every tensor's element count (at least 1 kept)")
@@ -194,8 +210,8 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                                    [&](Mode m) { return ModeName(m) == name; });
     if (mode == kModes.end()) {
       throw UsageError("--modes: unknown mode '" + name +
-                       "' (expected fused, unfused, mpi_raw or "
-                       "fused_no_lookahead)");
+                       "' (expected fused, unfused, mpi_raw, "
+                       "fused_no_lookahead or mpi_raw_copies)");
     }
     opt.modes.push_back(*mode);
   }
@@ -218,7 +234,10 @@ int Main(MpiSession& mpi, int argc, char** argv) {
             opt.modes[(k + static_cast<std::size_t>(r)) % opt.modes.size()];
         // No raw allreduce of mixed dtypes; without mixed dtypes the
         // look-ahead changes nothing.
-        if (mode == Mode::kRaw && !set.single_dtype()) continue;
+        if ((mode == Mode::kRaw || mode == Mode::kRawCopies) &&
+            !set.single_dtype()) {
+          continue;
+        }
         if (mode == Mode::kNoLookahead && set.single_dtype()) continue;
         result.step_seconds[mode].push_back(
             TimeMode(opt, set, mode, result, mpi.size()));

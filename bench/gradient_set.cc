@@ -126,6 +126,23 @@ void GradientSet::RawAllreduce() {
                 MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
+void GradientSet::RawAllreduceWithCopies() {
+  if (!single_dtype_) {
+    throw std::runtime_error("a raw MPI_Allreduce needs a float32-only set");
+  }
+  staging_.resize(static_cast<std::size_t>(total_bytes_));
+  for (std::size_t i = tensors_.size(); i-- > 0;) {
+    std::memcpy(&staging_[offsets_[i]], &input_[offsets_[i]],
+                static_cast<std::size_t>(tensors_[i].count) * sizeof(float));
+  }
+  MPI_Allreduce(MPI_IN_PLACE, staging_.data(), static_cast<int>(total_),
+                MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  for (std::size_t i = tensors_.size(); i-- > 0;) {
+    std::memcpy(&output_[offsets_[i]], &staging_[offsets_[i]],
+                static_cast<std::size_t>(tensors_[i].count) * sizeof(float));
+  }
+}
+
 bool GradientSet::CheckOutput(int ranks) const {
   const float want = static_cast<float>(ranks);
   for (std::size_t i = 0; i < tensors_.size(); ++i) {

@@ -42,6 +42,10 @@ class GradientSet {
   /// One MPI_Allreduce of all the bytes of the set, on the same buffers
   /// (float32 sets only).
   void RawAllreduce();
+  /// The same, with what a fusion buffer adds: every tensor is copied into
+  /// one staging buffer (backward order), reduced there in place, and copied
+  /// back out to its output. The floor of fusion by copying.
+  void RawAllreduceWithCopies();
   /// True when every tensor's first and last output element equal the number
   /// of ranks (every input element is 1).
   bool CheckOutput(int ranks) const;
@@ -52,6 +56,7 @@ class GradientSet {
   std::vector<std::int64_t> offsets_;
   std::vector<std::vector<std::int64_t>> shapes_;
   std::vector<Handle> handles_;
+  std::vector<std::uint8_t> staging_;
   std::int64_t total_ = 0;
   std::int64_t total_bytes_ = 0;
   bool single_dtype_ = true;
