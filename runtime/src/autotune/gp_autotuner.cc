@@ -174,6 +174,10 @@ class GpAutotuner final : public Autotuner {
   }
 
   void Drain(Output& out) {
+    // The status before the config: the policy's worker may publish a
+    // freeze at any moment, and a status that says frozen must come with
+    // (or after) the frozen configuration, never before it.
+    const tuner::PolicyStatus before = policy_->status();
     if (auto c = policy_->TakeConfig()) {
       current_ = space_.FromConfig(*c, current_);
       out.update = current_;
@@ -204,13 +208,14 @@ class GpAutotuner final : public Autotuner {
           return;
       }
     }
-    const tuner::PolicyStatus ps = policy_->status();
     std::lock_guard<std::mutex> lock(status_mu_);
-    status_.phase = ToPhase(ps.phase);
-    status_.samples = ps.exploration_samples;
-    status_.default_score = ps.initial_score;
-    status_.best_score = ps.best_score;
-    if (!ps.best.empty()) status_.best = space_.FromConfig(ps.best, current_);
+    status_.phase = ToPhase(before.phase);
+    status_.samples = before.exploration_samples;
+    status_.default_score = before.initial_score;
+    status_.best_score = before.best_score;
+    if (!before.best.empty()) {
+      status_.best = space_.FromConfig(before.best, current_);
+    }
   }
 
   void Fail(const std::string& why, Output& out) {
