@@ -43,14 +43,19 @@ struct HandleState {
   /// Tensors still to finish (a grouped allreduce shares one state).
   int parts_left = 1;
   Status first_error;
-  /// The runtime's; null for handles that never entered a queue.
+  /// The runtime's where it gathers bursts (RuntimeImpl::GatherArrivals);
+  /// null elsewhere, and for handles that never entered a queue.
   WaitSignal* signal = nullptr;
 
   /// Before blocking on the handle: tells the runtime, if unfinished.
   void AboutToWait() {
     if (!signal) return;
     std::lock_guard<std::mutex> lock(mu);
-    if (!done) signal->Notify();
+    NotifyIfUnfinishedLocked();
+  }
+  /// The same with `mu` held (polling).
+  void NotifyIfUnfinishedLocked() {
+    if (!done && signal) signal->Notify();
   }
 
   /// Records one tensor's result; the handle is done after the last one,

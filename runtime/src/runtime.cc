@@ -149,7 +149,7 @@ TensorEntry MakeEntry(std::string name, CollectiveType type, DataType dtype,
 bool Handle::Poll() const {
   if (!state_) return true;
   std::lock_guard<std::mutex> lock(state_->mu);
-  if (!state_->done && state_->signal) state_->signal->Notify();
+  state_->NotifyIfUnfinishedLocked();
   return state_->done;
 }
 

@@ -121,7 +121,8 @@ void RuntimeImpl::Shutdown() {
 
 Handle RuntimeImpl::Enqueue(std::span<TensorEntry> entries) {
   auto state = std::make_shared<HandleState>();
-  state->signal = &signal_;
+  // Waits on the handle are news only to a cycle thread that gathers.
+  if (gather_arrivals_) state->signal = &signal_;
   Handle handle(state);
   const double now = RuntimeClock();
   std::unique_lock<std::mutex> lock(mu_);

@@ -92,7 +92,7 @@ class RuntimeImpl final : public ExecutionListener {
   /// Rank 0 with autotuning on; also attached to bus_.
   std::shared_ptr<Autotuner> autotuner_;
   /// Gather bursts of submissions into one cycle (GatherArrivals): only
-  /// where this node's ranks each have a hardware thread.
+  /// where the ranks on this machine each have a hardware thread.
   bool gather_arrivals_ = false;
 
   // Shared with application threads.
