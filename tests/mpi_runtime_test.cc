@@ -1,10 +1,9 @@
-// Runtime behaviour under several ranks: negotiation order, fusion, the
+// Runtime behaviour under several ranks: topology, fusion, the
 // response cache, knob updates, errors, shutdown and re-initialisation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
-#include <numeric>
 #include <random>
 #include <string>
 #include <thread>
@@ -18,46 +17,6 @@ namespace hvdtune {
 namespace {
 
 using namespace testing_util;
-
-// Runs `n` float32 sum allreduces named prefix.i of (i % 13) + 1 elements,
-// enqueued in `order`, and checks each against the reference.
-void RunSet(Runtime& rt, const std::string& prefix, int n,
-            std::vector<int> order, std::vector<std::vector<float>>* outs) {
-  std::vector<std::vector<float>> in(static_cast<std::size_t>(n));
-  outs->assign(static_cast<std::size_t>(n), {});
-  std::vector<Handle> handles(static_cast<std::size_t>(n));
-  for (int i : order) {
-    const std::int64_t count = i % 13 + 1 + (i % 5 == 0 ? 5000 : 0);
-    auto& x = in[static_cast<std::size_t>(i)];
-    auto& y = (*outs)[static_cast<std::size_t>(i)];
-    x.resize(static_cast<std::size_t>(count));
-    y.resize(static_cast<std::size_t>(count));
-    FillInput(DataType::kFloat32, x.data(), count, rt.rank() + i);
-    const std::int64_t shape[] = {count};
-    handles[static_cast<std::size_t>(i)] =
-        rt.Allreduce(prefix + "." + std::to_string(i), x.data(), y.data(),
-                     shape, DataType::kFloat32, ReduceOp::kSum);
-  }
-  for (int i = 0; i < n; ++i) {
-    const Status s = handles[static_cast<std::size_t>(i)].Wait();
-    ASSERT_TRUE(s.ok()) << prefix << "." << i << ": " << s.ToString();
-    const auto& y = (*outs)[static_cast<std::size_t>(i)];
-    for (std::size_t k = 0; k < y.size(); ++k) {
-      double want = 0;
-      for (int r = 0; r < rt.size(); ++r) {
-        want +=
-            InputValue(DataType::kFloat32, r + i, static_cast<std::int64_t>(k));
-      }
-      ASSERT_EQ(y[k], want) << prefix << "." << i << "[" << k << "]";
-    }
-  }
-}
-
-std::vector<int> Iota(int n) {
-  std::vector<int> v(static_cast<std::size_t>(n));
-  std::iota(v.begin(), v.end(), 0);
-  return v;
-}
 
 TEST(RuntimeTopology, RanksAndNodes) {
   Runtime& rt = SharedRuntime();
@@ -78,102 +37,6 @@ TEST(RuntimeTopology, RanksPerNodeOverrideEmulatesNodes) {
   EXPECT_EQ(rt.cross_size(), rt.local_rank() == 0 ? (size + 1) / 2 : size / 2);
   std::vector<std::vector<float>> outs;
   RunSet(rt, "rpn", 5, Iota(5), &outs);
-}
-
-TEST(RuntimeNegotiation, ThousandSmallTensorsInOneStep) {
-  Runtime& rt = SharedRuntime();
-  const int n = 1000;
-  std::vector<std::vector<float>> in(n, std::vector<float>(1024));
-  std::vector<std::vector<float>> out(n, std::vector<float>(1024));
-  std::vector<Handle> h(n);
-  const std::int64_t shape[] = {1024};
-  for (int i = 0; i < n; ++i) {
-    std::fill(in[i].begin(), in[i].end(), static_cast<float>(rt.rank() + i));
-    h[i] =
-        rt.Allreduce("small." + std::to_string(i), in[i].data(), out[i].data(),
-                     shape, DataType::kFloat32, ReduceOp::kSum);
-  }
-  const float base = static_cast<float>(rt.size() * (rt.size() - 1) / 2);
-  for (int i = 0; i < n; ++i) {
-    ASSERT_TRUE(h[i].Wait().ok());
-    ASSERT_EQ(out[i][0], base + static_cast<float>(rt.size() * i));
-    ASSERT_EQ(out[i][1023], out[i][0]);
-  }
-}
-
-// With a hardware thread per rank, a burst of submissions that the caller
-// then waits on is gathered into one cycle (cycle_loop.cc); elsewhere the
-// runtime negotiates what has arrived, and only the results are checked.
-TEST(RuntimeNegotiation, AWaitedBurstIsNegotiatedInOneCycle) {
-  Runtime& rt = SharedRuntime();
-  const int n = 200, steps = 20;
-  std::vector<float> in(static_cast<std::size_t>(n) * 4), out(in.size());
-  std::vector<Handle> h(static_cast<std::size_t>(n));
-  const std::int64_t shape[] = {4};
-  int one_cycle = 0;
-  for (int step = 0; step < steps; ++step) {
-    std::fill(in.begin(), in.end(), static_cast<float>(rt.rank() + step));
-    const std::uint64_t before = rt.stats().active_cycles;
-    for (int i = 0; i < n; ++i) {
-      h[static_cast<std::size_t>(i)] =
-          rt.Allreduce("burst." + std::to_string(i), &in[4 * i], &out[4 * i],
-                       shape, DataType::kFloat32, ReduceOp::kSum);
-    }
-    for (Handle& x : h) ASSERT_TRUE(x.Wait().ok());
-    if (rt.stats().active_cycles - before == 1) ++one_cycle;
-    const float want =
-        static_cast<float>(rt.size() * (rt.size() - 1) / 2 + rt.size() * step);
-    for (float v : out) ASSERT_EQ(v, want);
-  }
-  if (static_cast<unsigned>(rt.size()) <= std::thread::hardware_concurrency()) {
-    // Without gathering a step takes two cycles or more (the first wakes
-    // on the first tensor); allow for the odd step split by preemption.
-    EXPECT_GE(one_cycle, steps / 2);
-  }
-}
-
-// Submissions nobody waits on or polls are not held back by the gathering:
-// they run once the submissions pause.
-TEST(RuntimeNegotiation, AnUnwaitedBurstStillRuns) {
-  Runtime& rt = SharedRuntime();
-  const int n = 50;
-  std::vector<float> in(static_cast<std::size_t>(n), 1.0f), out(in.size());
-  std::vector<Handle> h(static_cast<std::size_t>(n));
-  const std::int64_t shape[] = {1};
-  const std::uint64_t before = rt.stats().tensors_completed;
-  for (int i = 0; i < n; ++i) {
-    h[static_cast<std::size_t>(i)] =
-        rt.Allreduce("unwaited." + std::to_string(i), &in[i], &out[i], shape,
-                     DataType::kFloat32, ReduceOp::kSum);
-  }
-  // stats() does not count as waiting.
-  const auto give_up =
-      std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (rt.stats().tensors_completed - before < n &&
-         std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_EQ(rt.stats().tensors_completed - before,
-            static_cast<std::uint64_t>(n));
-  for (Handle& x : h) ASSERT_TRUE(x.Wait().ok());
-  for (float v : out) ASSERT_EQ(v, static_cast<float>(rt.size()));
-}
-
-TEST(RuntimeNegotiation, DifferentEnqueueOrderOnEveryRank) {
-  Runtime& rt = SharedRuntime();
-  std::vector<int> order = Iota(300);
-  std::mt19937 rng(static_cast<unsigned>(rt.rank() * 7919 + 1));
-  std::shuffle(order.begin(), order.end(), rng);
-  std::vector<std::vector<float>> outs;
-  RunSet(rt, "shuffled", 300, order, &outs);
-}
-
-TEST(RuntimeNegotiation, RanksEnqueueAtDifferentTimes) {
-  Runtime& rt = SharedRuntime();
-  // Rank r waits r * 20 ms before enqueuing: the early ones must wait.
-  std::this_thread::sleep_for(std::chrono::milliseconds(20 * rt.rank()));
-  std::vector<std::vector<float>> outs;
-  RunSet(rt, "staggered", 20, Iota(20), &outs);
 }
 
 TEST(RuntimeErrors, MismatchedShapeFailsOnEveryRankAndOthersGoOn) {

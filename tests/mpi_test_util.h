@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -184,6 +186,47 @@ bool WaitFor(Pred pred, double seconds = 30) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return true;
+}
+
+// Runs `n` float32 sum allreduces named prefix.i of (i % 13) + 1 elements,
+// enqueued in `order`, and checks each against the reference.
+inline void RunSet(Runtime& rt, const std::string& prefix, int n,
+                   std::vector<int> order,
+                   std::vector<std::vector<float>>* outs) {
+  std::vector<std::vector<float>> in(static_cast<std::size_t>(n));
+  outs->assign(static_cast<std::size_t>(n), {});
+  std::vector<Handle> handles(static_cast<std::size_t>(n));
+  for (int i : order) {
+    const std::int64_t count = i % 13 + 1 + (i % 5 == 0 ? 5000 : 0);
+    auto& x = in[static_cast<std::size_t>(i)];
+    auto& y = (*outs)[static_cast<std::size_t>(i)];
+    x.resize(static_cast<std::size_t>(count));
+    y.resize(static_cast<std::size_t>(count));
+    FillInput(DataType::kFloat32, x.data(), count, rt.rank() + i);
+    const std::int64_t shape[] = {count};
+    handles[static_cast<std::size_t>(i)] =
+        rt.Allreduce(prefix + "." + std::to_string(i), x.data(), y.data(),
+                     shape, DataType::kFloat32, ReduceOp::kSum);
+  }
+  for (int i = 0; i < n; ++i) {
+    const Status s = handles[static_cast<std::size_t>(i)].Wait();
+    ASSERT_TRUE(s.ok()) << prefix << "." << i << ": " << s.ToString();
+    const auto& y = (*outs)[static_cast<std::size_t>(i)];
+    for (std::size_t k = 0; k < y.size(); ++k) {
+      double want = 0;
+      for (int r = 0; r < rt.size(); ++r) {
+        want +=
+            InputValue(DataType::kFloat32, r + i, static_cast<std::int64_t>(k));
+      }
+      ASSERT_EQ(y[k], want) << prefix << "." << i << "[" << k << "]";
+    }
+  }
+}
+
+inline std::vector<int> Iota(int n) {
+  std::vector<int> v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
 }
 
 }  // namespace hvdtune::testing_util
