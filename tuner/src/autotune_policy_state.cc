@@ -1,0 +1,230 @@
+#include "autotune_policy_state.h"
+
+#include <exception>
+#include <stdexcept>
+#include <utility>
+
+#include "freeze_choice.h"
+
+namespace hvdtune::tuner {
+namespace internal {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace internal
+
+std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
+    double score, double now) {
+  ++status.total_samples;
+  status.last_score = score;
+  PolicyEvent sample;
+  sample.kind = PolicyEvent::Kind::kSample;
+  sample.index = status.total_samples;
+  sample.phase = phase;
+  sample.previous_phase = phase;
+  sample.config = current;
+  sample.score = score;
+  sample.time = now;
+  Emit(std::move(sample));
+
+  switch (phase) {
+    case Phase::kOff:
+      return std::nullopt;
+    case Phase::kWarmup: {
+      if (confirming) {
+        confirm_scores.push_back(score);
+        if (static_cast<int>(confirm_scores.size()) < start.confirm_samples) {
+          return std::nullopt;
+        }
+        const double confirmed = internal::Median(confirm_scores);
+        status.initial_score = confirmed;
+        status.best_score = confirmed;
+        status.best = current;
+        if (confirmed >=
+            (1.0 - settings.retune_drop) * start.known_best_score) {
+          SetPhase(Phase::kFrozen, current, confirmed, now);
+          EnterFrozen();
+          return std::nullopt;
+        }
+      } else {
+        status.initial_score = score;
+        status.best_score = score;
+        if (--warmup_left > 0) return std::nullopt;
+      }
+      SetPhase(Phase::kExploring, current, status.initial_score, now);
+      status.exploration_samples = round_samples = 1;
+      Job job;
+      job.kind = Job::Kind::kStart;
+      job.config = current;
+      job.score = status.initial_score;
+      job.time = now;
+      job.seed = settings.seed;
+      job.round_samples = round_samples;
+      job.budget = RoundBudget();
+      return job;
+    }
+    case Phase::kExploring:
+    case Phase::kRetuning: {
+      ++status.exploration_samples;
+      ++round_samples;
+      Job job;
+      job.kind = Job::Kind::kObserve;
+      job.config = current;
+      job.score = score;
+      job.time = now;
+      job.round_samples = round_samples;
+      job.budget = RoundBudget();
+      return job;
+    }
+    case Phase::kFrozen: {
+      if (++frozen_windows == 1) {
+        frozen_reference = score;
+        return std::nullopt;
+      }
+      if (never_retune || settings.retune_drop <= 0) return std::nullopt;
+      if (score < (1.0 - settings.retune_drop) * frozen_reference) {
+        ++degraded_windows;
+      } else {
+        degraded_windows = 0;
+        // Track slow improvements too, so the reference stays current.
+        frozen_reference = std::max(frozen_reference, score);
+      }
+      if (degraded_windows < settings.retune_windows) return std::nullopt;
+      SetPhase(Phase::kRetuning, current, score, now);
+      ++status.retunes;
+      degraded_windows = 0;
+      round_samples = 1;
+      Job job;
+      job.kind = Job::Kind::kRetune;
+      job.config = current;
+      job.score = score;
+      job.time = now;
+      job.seed = settings.seed +
+                 static_cast<std::uint64_t>(status.exploration_samples);
+      job.round_samples = round_samples;
+      job.budget = RoundBudget();
+      return job;
+    }
+  }
+  return std::nullopt;
+}
+
+Observation AutotunePolicy::State::Incumbent() const {
+  return internal::ChooseFrozen(*optimizer, own_begin,
+                                settings.freeze_confidence);
+}
+
+AutotunePolicy::State::Result AutotunePolicy::State::Decide(const Job& job) {
+  Result r;
+  r.time = job.time;
+  if (job.round_samples >= job.budget || optimizer->ShouldStop()) {
+    const Observation best = Incumbent();
+    r.kind = Result::Kind::kFreeze;
+    r.config = best.config;
+    r.score = best.score;
+    return r;
+  }
+  r.kind = Result::Kind::kSuggest;
+  // In the refining tail, the configuration the round would freeze on is
+  // measured first if it has not been (it may differ from every sample in
+  // the knobs set back to their initial values), so that the freeze picks
+  // it from what was measured.
+  if (job.round_samples >= job.budget - ExploitTail(job.budget) &&
+      settings.freeze_confidence > 0) {
+    Config candidate = internal::FreezeCandidate(*optimizer, own_begin,
+                                                 settings.freeze_confidence);
+    if (!internal::Measured(*optimizer, own_begin, candidate)) {
+      r.config = std::move(candidate);
+      return r;
+    }
+  }
+  r.config = optimizer->Suggest();
+  if (!space.IsValid(r.config)) {
+    throw std::logic_error("the optimizer suggested an invalid configuration");
+  }
+  return r;
+}
+
+AutotunePolicy::State::Result AutotunePolicy::State::Run(const Job& job) {
+  try {
+    switch (job.kind) {
+      case Job::Kind::kStart:
+        optimizer = std::make_unique<BayesianOptimizer>(
+            space,
+            OptimizerSettings(job.seed, start.priors.size(), job.budget));
+        for (const PriorSample& p : start.priors) {
+          optimizer->Observe(p.config, p.score);
+        }
+        own_begin = start.priors.size();
+        optimizer->Observe(job.config, job.score);
+        break;
+      case Job::Kind::kObserve:
+        optimizer->Observe(job.config, job.score);
+        break;
+      case Job::Kind::kRetune:
+        // A fresh model: the old observations describe conditions that no
+        // longer hold. The incumbent under today's conditions comes first.
+        optimizer = std::make_unique<BayesianOptimizer>(
+            space, OptimizerSettings(job.seed, 0, job.budget));
+        own_begin = 0;
+        optimizer->Observe(job.config, job.score);
+        break;
+    }
+    return Decide(job);
+  } catch (const std::exception& e) {
+    Result r;
+    r.kind = Result::Kind::kError;
+    r.time = job.time;
+    r.message = std::string("autotune optimizer failed: ") + e.what();
+    return r;
+  } catch (...) {
+    Result r;
+    r.kind = Result::Kind::kError;
+    r.time = job.time;
+    r.message = "autotune optimizer failed: unknown exception";
+    return r;
+  }
+}
+
+void AutotunePolicy::State::Publish(const Result& r) {
+  if (phase == Phase::kOff) return;
+  switch (r.kind) {
+    case Result::Kind::kSuggest:
+      current = r.config;
+      pending = r.config;
+      return;
+    case Result::Kind::kFreeze:
+      status.best = r.config;
+      status.best_score = r.score;
+      SetPhase(Phase::kFrozen, r.config, r.score, r.time);
+      EnterFrozen();
+      current = r.config;
+      pending = r.config;
+      return;
+    case Result::Kind::kError:
+      Fail(r.message, r.time);
+      return;
+  }
+}
+
+void AutotunePolicy::State::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(mu);
+  while (true) {
+    work_cv.wait(lock, [&] { return stop || job.has_value(); });
+    if (stop) return;
+    const Job todo = std::move(*job);
+    job.reset();
+    lock.unlock();
+    const Result result = Run(todo);
+    lock.lock();
+    Publish(result);
+    busy = false;
+    idle_cv.notify_all();
+  }
+}
+
+}  // namespace hvdtune::tuner

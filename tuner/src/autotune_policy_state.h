@@ -1,0 +1,182 @@
+// The state behind AutotunePolicy: what the caller's thread and the
+// optimizer's worker share, and the lifecycle steps both sides run
+// (autotune_policy_state.cc). The public API is autotune_policy.cc.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hvdtune/tuner/autotune_policy.h"
+
+namespace hvdtune::tuner {
+namespace internal {
+
+// Events kept for a caller that does not take them; beyond this the oldest
+// are dropped (and counted) rather than growing without bound.
+constexpr std::size_t kMaxQueuedEvents = 10000;
+
+/// The median of `v` (not empty).
+double Median(std::vector<double> v);
+
+}  // namespace internal
+
+struct AutotunePolicy::State {
+  // Work handed to the optimizer (the worker thread, or OnStep itself when
+  // synchronous). Everything it needs is copied in: the worker reads no
+  // other mutable state.
+  struct Job {
+    enum class Kind {
+      kStart,    // new optimizer, priors, then `config` with `score`
+      kObserve,  // `config` scored `score` in the current round
+      kRetune,   // new optimizer seeded with `seed`, incumbent first
+    };
+    Kind kind = Kind::kObserve;
+    Config config;
+    double score = 0;
+    double time = 0;
+    std::uint64_t seed = 0;
+    int round_samples = 0;  // samples of this round, this one included
+    int budget = 0;         // samples the round may take
+  };
+  struct Result {
+    enum class Kind { kSuggest, kFreeze, kError };
+    Kind kind = Kind::kSuggest;
+    Config config;
+    double score = 0;
+    double time = 0;
+    std::string message;
+  };
+
+  State(SearchSpace s, PolicyStart st, AutotunePolicySettings se)
+      : space(std::move(s)), start(std::move(st)), settings(se) {}
+
+  // --- immutable after construction ---
+  const SearchSpace space;
+  const PolicyStart start;
+  const AutotunePolicySettings settings;
+
+  // --- worker-only (or OnStep when synchronous) ---
+  std::unique_ptr<BayesianOptimizer> optimizer;
+  // Observations before this index came from other runs (priors): the
+  // model learns from them, but the policy freezes only on something it
+  // measured itself, on this run's scale.
+  std::size_t own_begin = 0;
+
+  // --- shared, guarded by `mu` ---
+  mutable std::mutex mu;
+  std::condition_variable work_cv;  // a job was queued, or stop
+  std::condition_variable idle_cv;  // the worker finished a job
+  std::optional<Job> job;
+  bool busy = false;
+  bool stop = false;
+
+  Phase phase = Phase::kWarmup;
+  bool confirming = false;  // warm-up scores `start.known_best`
+  bool never_retune = false;
+  int warmup_left = 0;
+  std::vector<double> confirm_scores;
+  std::vector<double> step_scores;
+  bool skip_next_step = false;
+  std::optional<Config> pending;
+  Config current;  // in force, or handed out and about to be
+  int round_samples = 0;
+  int frozen_windows = 0;
+  int degraded_windows = 0;
+  double frozen_reference = 0;
+  PolicyStatus status;
+  std::deque<PolicyEvent> events;
+
+  std::thread worker;
+
+  void Emit(PolicyEvent e) {
+    if (events.size() >= internal::kMaxQueuedEvents) {
+      events.pop_front();
+      ++status.dropped_events;
+    }
+    events.push_back(std::move(e));
+  }
+  void EmitPhaseChange(Phase from, Phase to, const Config& config, double score,
+                       double time) {
+    PolicyEvent e;
+    e.kind = PolicyEvent::Kind::kPhaseChange;
+    e.previous_phase = from;
+    e.phase = to;
+    e.config = config;
+    e.score = score;
+    e.time = time;
+    Emit(std::move(e));
+  }
+  void SetPhase(Phase to, const Config& config, double score, double time) {
+    const Phase from = phase;
+    phase = to;
+    status.phase = to;
+    EmitPhaseChange(from, to, config, score, time);
+  }
+  void Fail(const std::string& message, double time) {
+    const Phase from = phase;
+    PolicyEvent e;
+    e.kind = PolicyEvent::Kind::kError;
+    e.previous_phase = from;
+    e.phase = Phase::kOff;
+    e.config = current;
+    e.time = time;
+    e.message = message;
+    Emit(std::move(e));
+    status.error = message;
+    pending.reset();
+    SetPhase(Phase::kOff, current, status.last_score, time);
+  }
+  void EnterFrozen() {
+    frozen_windows = 0;
+    degraded_windows = 0;
+    frozen_reference = 0;
+  }
+
+  int RoundBudget() const {
+    return phase == Phase::kRetuning ? std::max(4, settings.max_samples / 2)
+                                     : settings.max_samples;
+  }
+
+  // Caller's side, under `mu`: books a finished sample; returns the
+  // optimizer work it calls for, if any.
+  std::optional<Job> FinishSample(double score, double now);
+  // The optimizer work; no locking, no shared state but the optimizer.
+  Result Run(const Job& job);
+  // Caller's or worker's side, under `mu`: applies what the optimizer said.
+  void Publish(const Result& result);
+  void WorkerLoop();
+
+  // Samples at the end of a round of `budget` spent refining (0: none).
+  int ExploitTail(int budget) const {
+    const int tail =
+        static_cast<int>(std::lround(settings.exploit_share * budget));
+    return tail > 0 && tail < budget ? tail : 0;
+  }
+  // `begin`: observations before the round's first (priors); `budget`:
+  // the round's samples, that first one included.
+  BayesOptSettings OptimizerSettings(std::uint64_t seed, std::size_t begin,
+                                     int budget) const {
+    BayesOptSettings bo = settings.optimizer;
+    bo.seed = seed;
+    const int tail = ExploitTail(budget);
+    if (tail > 0) {
+      bo.exploit_from = static_cast<int>(begin) + budget - tail;
+    }
+    bo.gp.noise_floor = std::pow(settings.gaussian_process_noise / 10, 2);
+    return bo;
+  }
+  // What the round freezes on (freeze_choice.h).
+  Observation Incumbent() const;
+  Result Decide(const Job& job);
+};
+
+}  // namespace hvdtune::tuner
