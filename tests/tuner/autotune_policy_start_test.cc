@@ -1,0 +1,166 @@
+// AutotunePolicy starting from what earlier runs left: priors that shape
+// the search, a known best confirmed or explored past, and the freeze rule
+// that keeps knobs this run is not confident about.
+#include <gtest/gtest.h>
+
+#include "policy_test_util.h"
+
+namespace hvdtune::tuner {
+namespace {
+
+using namespace testing_policy;
+
+// Samples until the configuration in force is within 5% of `target`.
+int SamplesToReach(AutotunePolicy& policy, double target) {
+  Caller caller(policy, PoorStart());
+  caller.RunUntil([&] {
+    return Throughput(caller.in_force()) >= 0.95 * target ||
+           policy.status().phase == Phase::kFrozen;
+  });
+  return policy.status().exploration_samples;
+}
+
+TEST(AutotunePolicyTest, PriorsShapeTheSearch) {
+  AutotunePolicySettings s = Settings();
+  s.max_samples = 20;
+  const std::vector<PriorSample> grid = GridPriors(1e9);
+  // The best of the grid is the target: a good configuration.
+  const double target = grid.front().score / 1e9;
+  AutotunePolicy without(tt::CollectiveThroughput::Space(), Start(), s);
+  PolicyStart start = Start();
+  start.priors = grid;
+  AutotunePolicy with(tt::CollectiveThroughput::Space(), start, s);
+  const int samples_without = SamplesToReach(without, target);
+  const int samples_with = SamplesToReach(with, target);
+  std::printf(
+      "samples to within 5%% of the grid best: %d without priors, %d "
+      "with %zu priors\n",
+      samples_without, samples_with, grid.size());
+  EXPECT_LT(samples_with, samples_without);
+  EXPECT_LE(samples_with, 3);
+}
+
+TEST(AutotunePolicyTest, FreezesOnlyOnWhatThisRunMeasured) {
+  // Priors from a run on another scale (1000x higher scores) would win any
+  // comparison of raw scores; the policy must not freeze on one unmeasured.
+  AutotunePolicySettings s = Settings();
+  s.max_samples = 6;
+  PolicyStart start = Start();
+  start.priors = GridPriors(1e12);
+  start.priors.resize(8);
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, s);
+  Caller caller(policy, PoorStart());
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  const PolicyStatus st = policy.status();
+  std::vector<Config> measured = {PoorStart()};
+  for (const PolicyEvent& e : caller.Events(Kind::kSample)) {
+    measured.push_back(e.config);
+  }
+  EXPECT_NE(std::find(measured.begin(), measured.end(), st.best),
+            measured.end());
+  EXPECT_LT(st.best_score, 1e11);  // this run's scale
+}
+
+TEST(AutotunePolicyTest, ChangesFromTheInitialConfigurationMustBeConfident) {
+  // A change the model is this sure of does not exist: every knob goes back
+  // to its value in the initial configuration. With the default confidence
+  // the clearly better configurations of the surface are kept.
+  for (double confidence : {1e6, AutotunePolicySettings{}.freeze_confidence}) {
+    AutotunePolicySettings s = Settings();
+    s.freeze_confidence = confidence;
+    AutotunePolicy policy(tt::CollectiveThroughput::Space(), Start(), s);
+    Caller caller(policy, PoorStart());
+    ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+    const PolicyStatus st = policy.status();
+    if (confidence > 1) {
+      EXPECT_EQ(st.best, PoorStart());
+    } else {
+      EXPECT_NE(st.best, PoorStart());
+      EXPECT_GT(Throughput(st.best), 1.5 * Throughput(PoorStart()));
+    }
+  }
+}
+
+TEST(AutotunePolicyTest, KnownBestConfirmedFreezesWithoutExploring) {
+  const std::vector<PriorSample> grid = GridPriors(1e9);
+  PolicyStart start = Start();
+  start.known_best = grid.front().config;
+  start.known_best_score = grid.front().score;
+  start.confirm_samples = 2;
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, Settings());
+  // Applied at once.
+  const std::optional<Config> first = policy.TakeConfig();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(*first, *start.known_best);
+  Caller caller(policy, *first);
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  const PolicyStatus st = policy.status();
+  EXPECT_EQ(st.exploration_samples, 0);
+  EXPECT_EQ(st.total_samples, 2);
+  EXPECT_EQ(st.best, *start.known_best);
+  EXPECT_TRUE(caller.applied().empty());  // nothing else to apply
+  const std::vector<PolicyEvent> confirm = caller.Samples(Phase::kWarmup);
+  ASSERT_EQ(confirm.size(), 2u);
+  for (const PolicyEvent& e : confirm) EXPECT_EQ(e.config, *start.known_best);
+  EXPECT_EQ(st.best_score, 0.5 * (confirm[0].score + confirm[1].score));
+  EXPECT_EQ(caller.Changes(), (Changes{{Phase::kOff, Phase::kWarmup},
+                                       {Phase::kWarmup, Phase::kFrozen}}));
+  // It may still re-tune on a sustained drop.
+  caller.RunUntil([] { return false; }, 12);
+  caller.set_slowdown(0.5);
+  EXPECT_TRUE(caller.RunUntilPhase(Phase::kRetuning, 100));
+}
+
+TEST(AutotunePolicyTest, KnownBestThatScoresLowExplores) {
+  const std::vector<PriorSample> grid = GridPriors(1e9);
+  PolicyStart start = Start();
+  start.known_best = grid[20].config;  // mediocre
+  start.known_best_score = 2 * grid.front().score;
+  AutotunePolicySettings s = Settings();
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, s);
+  const std::optional<Config> first = policy.TakeConfig();
+  ASSERT_TRUE(first.has_value());
+  Caller caller(policy, *first);
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kExploring));
+  EXPECT_EQ(policy.status().total_samples, start.confirm_samples);
+  EXPECT_EQ(policy.status().exploration_samples, 1);
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  EXPECT_EQ(policy.status().exploration_samples, s.max_samples);
+  EXPECT_GE(Throughput(policy.status().best), Throughput(*start.known_best));
+  EXPECT_EQ(caller.Changes(), (Changes{{Phase::kOff, Phase::kWarmup},
+                                       {Phase::kWarmup, Phase::kExploring},
+                                       {Phase::kExploring, Phase::kFrozen}}));
+  ExpectContiguousIndices(caller);
+}
+
+TEST(AutotunePolicyTest, FreezeOnKnownBestNeverTunes) {
+  const std::vector<PriorSample> grid = GridPriors(1e9);
+  PolicyStart start = Start();
+  start.known_best = grid[3].config;
+  start.known_best_score = grid[3].score;
+  start.freeze_on_known_best = true;
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start,
+                        Settings(/*asynchronous=*/true));
+  EXPECT_EQ(policy.status().phase, Phase::kFrozen);
+  EXPECT_EQ(policy.status().best, *start.known_best);
+  EXPECT_EQ(policy.status().best_score, start.known_best_score);
+  const std::vector<PolicyEvent> events = policy.TakeEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, Kind::kPhaseChange);
+  EXPECT_EQ(events[0].previous_phase, Phase::kOff);
+  EXPECT_EQ(events[0].phase, Phase::kFrozen);
+  EXPECT_EQ(events[0].config, *start.known_best);
+  const std::optional<Config> first = policy.TakeConfig();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(*first, *start.known_best);
+  Caller caller(policy, *first);
+  caller.set_slowdown(0.3);  // a drop that would re-tune otherwise
+  caller.RunUntil([] { return false; }, 200);
+  EXPECT_EQ(policy.status().phase, Phase::kFrozen);
+  EXPECT_EQ(policy.status().retunes, 0);
+  EXPECT_TRUE(caller.applied().empty());
+  EXPECT_GE(caller.Samples(Phase::kFrozen).size(), 10u);  // monitored
+}
+
+}  // namespace
+}  // namespace hvdtune::tuner
