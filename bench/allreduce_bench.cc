@@ -44,6 +44,9 @@ struct Options {
   std::string dtype = "float32";
   std::vector<std::string> algorithms = {"native"};
   bool json = false;
+  /// Also time the floor of any runtime that agrees on what is ready before
+  /// it runs it: one negotiation-sized allreduce, then the data's.
+  bool negotiation_floor = false;
 };
 
 // Iterations per timed loop when --iters is not given: about 64 MiB of data
@@ -96,6 +99,7 @@ struct Measurement {
   std::int64_t bytes = 0;
   std::int64_t count = 0;
   std::vector<double> raw_seconds;
+  std::vector<double> floor_seconds;
   // One sample vector per algorithm.
   std::vector<std::vector<double>> hvd_seconds;
 };
@@ -147,7 +151,9 @@ class Bench {
   // runs with none alive: an idle runtime's cycle thread negotiates every
   // cycle, which would slow down raw MPI calls sharing the cores.
   void Run() {
-    const std::size_t phases = opt_.algorithms.size() + 1;  // 0 = mpi_raw
+    // 0 = mpi_raw, then the algorithms, then the negotiation floor.
+    const std::size_t algos = opt_.algorithms.size();
+    const std::size_t phases = algos + 1 + (opt_.negotiation_floor ? 1 : 0);
     for (Measurement& m : sizes_) {
       const std::int64_t iters = ItersFor(opt_, m.bytes);
       for (std::int64_t r = 0; r < opt_.repeats; ++r) {
@@ -155,6 +161,8 @@ class Bench {
           const std::size_t phase = (k + static_cast<std::size_t>(r)) % phases;
           if (phase == 0) {
             m.raw_seconds.push_back(TimeRaw(m, iters, r == 0));
+          } else if (phase == algos + 1) {
+            m.floor_seconds.push_back(TimeFloor(m, iters));
           } else {
             m.hvd_seconds[phase - 1].push_back(
                 TimeHvdtune(m, opt_.algorithms[phase - 1], iters, r == 0));
@@ -190,6 +198,21 @@ class Bench {
     if (verify) Verify(m, raw, "mpi_raw");
     for (std::int64_t i = 0; i < opt_.warmup; ++i) raw();
     return TimeLoop(iters, raw);
+  }
+
+  // The runtime's negotiation message at the default cache capacity (1024
+  // bits): a flags word, the hit bits and the invalid bits, ANDed.
+  double TimeFloor(const Measurement& m, std::int64_t iters) {
+    std::vector<std::uint64_t> bits(1 + 2 * 1024 / 64);
+    const auto floor = [&] {
+      std::fill(bits.begin(), bits.end(), ~std::uint64_t{0});
+      MPI_Allreduce(MPI_IN_PLACE, bits.data(), static_cast<int>(bits.size()),
+                    MPI_UINT64_T, MPI_BAND, MPI_COMM_WORLD);
+      MPI_Allreduce(input_.get(), output_.get(), static_cast<int>(m.count),
+                    mpi_type_, MPI_SUM, MPI_COMM_WORLD);
+    };
+    for (std::int64_t i = 0; i < opt_.warmup; ++i) floor();
+    return TimeLoop(iters, floor);
   }
 
   double TimeHvdtune(const Measurement& m, const std::string& algorithm,
@@ -240,6 +263,9 @@ class Bench {
       for (std::size_t a = 0; a < opt_.algorithms.size(); ++a) {
         PrintJsonRow(opt_.algorithms[a], m.bytes, Median(m.hvd_seconds[a]));
       }
+      if (!m.floor_seconds.empty()) {
+        PrintJsonRow("negotiation_floor", m.bytes, Median(m.floor_seconds));
+      }
     }
     std::cout << std::flush;
   }
@@ -269,9 +295,12 @@ class Bench {
     for (const std::string& a : opt_.algorithms) {
       fmt::print("  {:>29}       ", a);
     }
+    if (opt_.negotiation_floor) fmt::print("  {:>29}       ", "floor");
     fmt::print("\n{:>12} {:>12} {:>8}  {:>10} {:>9} {:>8}", "size(B)", "count",
                "type", "time(us)", "algbw", "busbw");
-    for (std::size_t a = 0; a < opt_.algorithms.size(); ++a) {
+    const std::size_t columns =
+        opt_.algorithms.size() + (opt_.negotiation_floor ? 1 : 0);
+    for (std::size_t a = 0; a < columns; ++a) {
       fmt::print("  {:>10} {:>9} {:>8} {:>6}", "time(us)", "algbw", "busbw",
                  "ratio");
     }
@@ -288,6 +317,11 @@ class Bench {
         if (m.bytes >= (std::int64_t{16} << 20)) big_ratios[a].push_back(ratio);
         fmt::print("  {:10.1f} {:9.3f} {:8.3f} {:6.3f}", hvd.time_us,
                    hvd.algbw_gbps, hvd.busbw_gbps, ratio);
+      }
+      if (!m.floor_seconds.empty()) {
+        const Row f = MakeRow(m.bytes, Median(m.floor_seconds), size_);
+        fmt::print("  {:10.1f} {:9.3f} {:8.3f} {:6.3f}", f.time_us,
+                   f.algbw_gbps, f.busbw_gbps, f.busbw_gbps / raw.busbw_gbps);
       }
       fmt::print("\n");
     }
@@ -361,6 +395,11 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                              fmt::join(AllreduceAlgorithmNames(), ", ")))
       ->delimiter(',')
       ->check(AllreduceAlgorithm());
+  app.add_flag("--negotiation-floor", opt.negotiation_floor,
+               "also time raw MPI with a negotiation before each call (a "
+               "1,024-bit AND allreduce, the runtime's at the default cache "
+               "capacity): the floor of any runtime that agrees on what is "
+               "ready before running it");
   app.add_flag("--json", opt.json,
                "print one JSON object per row instead of the table");
   if (!ParseFlags(app, argc, argv, mpi.rank())) return 0;
