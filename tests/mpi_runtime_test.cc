@@ -184,6 +184,51 @@ TEST(RuntimeFusion, FusionOnAndOffGiveIdenticalResults) {
   EXPECT_EQ(fused, chunked);
 }
 
+TEST(RuntimeFusion, FlatBufferViewsOnSomeRanksGiveTheSameSums) {
+  // Even ranks submit views of one flat buffer in backward order (their
+  // fused groups are reduced without copies), odd ranks separate buffers
+  // (copied): the ranks' layouts differ, the sums may not. In place and
+  // not, and with chunk edges inside and across tensors.
+  constexpr int kN = 60;
+  const bool flat = WorldRank() % 2 == 0;
+  for (const bool in_place : {false, true}) {
+    for (const char* chunk : {"4194304", "4100"}) {
+      Runtime rt(
+          RuntimeOptions{MapEnv({{"HVDTUNE_PIPELINE_CHUNK_BYTES", chunk}})});
+      std::vector<std::int64_t> at(kN + 1, 0);
+      for (int i = 0; i < kN; ++i) at[i + 1] = at[i] + SetCount(i);
+      std::vector<float> flat_in(flat ? at[kN] : 0), flat_out(flat_in.size());
+      std::vector<std::vector<float>> apart_in(kN), apart_out(kN);
+      std::vector<Handle> handles(kN);
+      std::vector<std::span<float>> outs(kN);
+      for (int i = kN; i-- > 0;) {
+        const std::int64_t count = SetCount(i);
+        float* x = flat_in.data() + at[i];
+        float* y = flat_out.data() + at[i];
+        if (!flat) {
+          apart_in[i].resize(count);
+          apart_out[i].resize(count);
+          x = apart_in[i].data();
+          y = apart_out[i].data();
+        }
+        if (in_place) y = x;
+        FillInput(DataType::kFloat32, x, count, rt.rank() + i);
+        const std::int64_t shape[] = {count};
+        handles[i] = rt.Allreduce("flat." + std::to_string(i), x, y, shape,
+                                  DataType::kFloat32, ReduceOp::kSum);
+        outs[i] = {y, static_cast<std::size_t>(count)};
+      }
+      for (int i = 0; i < kN; ++i) {
+        ASSERT_TRUE(handles[i].Wait().ok());
+        ASSERT_TRUE(IsSetSum(rt, i, outs[i]))
+            << "in place " << in_place << ", chunk " << chunk;
+      }
+      EXPECT_LT(rt.stats().collective_calls, static_cast<std::uint64_t>(kN))
+          << "nothing was fused";
+    }
+  }
+}
+
 TEST(RuntimeCache, RepeatedTensorsHitTheCache) {
   Runtime rt(RuntimeOptions{MapEnv({})});
   std::vector<std::vector<float>> outs;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -190,6 +191,28 @@ bool WaitFor(Pred pred, double seconds = 30) {
 
 // Runs `n` float32 sum allreduces named prefix.i of (i % 13) + 1 elements,
 // enqueued in `order`, and checks each against the reference.
+/// Tensor i of a set (RunSet's sizes and inputs): its element count, and
+/// whether `y` holds its sum over every rank.
+inline std::int64_t SetCount(int i) {
+  return i % 13 + 1 + (i % 5 == 0 ? 5000 : 0);
+}
+inline ::testing::AssertionResult IsSetSum(const Runtime& rt, int i,
+                                           std::span<const float> y) {
+  for (std::size_t k = 0; k < y.size(); ++k) {
+    double want = 0;
+    for (int r = 0; r < rt.size(); ++r) {
+      want +=
+          InputValue(DataType::kFloat32, r + i, static_cast<std::int64_t>(k));
+    }
+    if (y[k] != want) {
+      return ::testing::AssertionFailure()
+             << "tensor " << i << "[" << k << "] is " << y[k] << ", not "
+             << want;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 inline void RunSet(Runtime& rt, const std::string& prefix, int n,
                    std::vector<int> order,
                    std::vector<std::vector<float>>* outs) {
@@ -197,7 +220,7 @@ inline void RunSet(Runtime& rt, const std::string& prefix, int n,
   outs->assign(static_cast<std::size_t>(n), {});
   std::vector<Handle> handles(static_cast<std::size_t>(n));
   for (int i : order) {
-    const std::int64_t count = i % 13 + 1 + (i % 5 == 0 ? 5000 : 0);
+    const std::int64_t count = SetCount(i);
     auto& x = in[static_cast<std::size_t>(i)];
     auto& y = (*outs)[static_cast<std::size_t>(i)];
     x.resize(static_cast<std::size_t>(count));
@@ -211,15 +234,8 @@ inline void RunSet(Runtime& rt, const std::string& prefix, int n,
   for (int i = 0; i < n; ++i) {
     const Status s = handles[static_cast<std::size_t>(i)].Wait();
     ASSERT_TRUE(s.ok()) << prefix << "." << i << ": " << s.ToString();
-    const auto& y = (*outs)[static_cast<std::size_t>(i)];
-    for (std::size_t k = 0; k < y.size(); ++k) {
-      double want = 0;
-      for (int r = 0; r < rt.size(); ++r) {
-        want +=
-            InputValue(DataType::kFloat32, r + i, static_cast<std::int64_t>(k));
-      }
-      ASSERT_EQ(y[k], want) << prefix << "." << i << "[" << k << "]";
-    }
+    ASSERT_TRUE(IsSetSum(rt, i, (*outs)[static_cast<std::size_t>(i)]))
+        << prefix;
   }
 }
 

@@ -53,8 +53,14 @@ ExecutionTotals Executor::Run(const std::vector<Response>& ready,
     } else if (r.type == CollectiveType::kAllgather) {
       Allgather(e, r, knobs, listener, totals);
     } else {
+      // Gradients become ready in backward order, the reverse of the order
+      // they lie in a flat gradient buffer: fused in reverse, such views
+      // are already their own concatenation and need no copies (every rank
+      // has the same plan, so every rank fuses in the same order).
       group.clear();
-      for (std::size_t i : g.members) group.push_back(entries[i]);
+      for (auto i = g.members.rbegin(); i != g.members.rend(); ++i) {
+        group.push_back(entries[*i]);
+      }
       if (r.device) {
         DeviceAllreduce(group, knobs, listener, totals);
       } else {

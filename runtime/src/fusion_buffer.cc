@@ -4,6 +4,14 @@
 #include <cstring>
 
 namespace hvdtune::internal {
+namespace {
+
+const char* In(const FusedMember& m) {
+  return static_cast<const char*>(m.input);
+}
+char* Out(const FusedMember& m) { return static_cast<char*>(m.output); }
+
+}  // namespace
 
 Status FusionBuffer::Allreduce(std::span<const FusedMember> members,
                                std::size_t esize, std::int64_t chunk_bytes,
@@ -15,50 +23,54 @@ Status FusionBuffer::Allreduce(std::span<const FusedMember> members,
       chunk_bytes > 0 ? std::max<std::int64_t>(
                             1, chunk_bytes / static_cast<std::int64_t>(esize))
                       : std::max<std::int64_t>(1, total);
+  // The member holding the chunk's first byte (never a zero-byte one, which
+  // may have null buffers) and where the member begins in the
+  // concatenation.
+  std::size_t first = 0, first_at = 0;
   Status s;
-  if (members.size() == 1) {
-    const auto* in = static_cast<const char*>(members[0].input);
-    auto* out = static_cast<char*>(members[0].output);
-    for (std::int64_t done = 0; done < total && s.ok(); done += chunk) {
-      const std::size_t at = static_cast<std::size_t>(done) * esize;
-      s = reduce(in + at, out + at, std::min(chunk, total - done));
-    }
-    return s;
-  }
-  const std::size_t buffer_bytes =
-      static_cast<std::size_t>(
-          std::min(chunk, std::max<std::int64_t>(total, 1))) *
-      esize;
-  if (buffer_.size() < buffer_bytes) buffer_.resize(buffer_bytes);
-  // Cursors (member index, byte offset in it) for copying in and out.
-  std::size_t in_t = 0, in_off = 0, out_t = 0, out_off = 0;
   for (std::int64_t done = 0; done < total && s.ok(); done += chunk) {
     const std::int64_t n = std::min(chunk, total - done);
+    const std::size_t lo = static_cast<std::size_t>(done) * esize;
     const std::size_t bytes = static_cast<std::size_t>(n) * esize;
-    for (std::size_t filled = 0; filled < bytes;) {
-      const std::size_t take =
-          std::min(bytes - filled, members[in_t].bytes - in_off);
-      if (take > 0) {  // a zero-byte member may have a null buffer
-        std::memcpy(buffer_.data() + filled,
-                    static_cast<const char*>(members[in_t].input) + in_off,
-                    take);
-      }
+    while (first_at + members[first].bytes <= lo) {
+      first_at += members[first].bytes;
+      ++first;
+    }
+    // Members that lie back to back in the caller's memory, inputs and
+    // outputs alike, in this order (a flat gradient buffer), are their own
+    // concatenation: the chunk is reduced where it lies, with no copy.
+    bool in_place = true;
+    std::size_t last = first, end = first_at + members[first].bytes;
+    while (end < lo + bytes && in_place) {
+      std::size_t next = last + 1;
+      while (members[next].bytes == 0) ++next;
+      in_place = In(members[next]) == In(members[last]) + members[last].bytes &&
+                 Out(members[next]) == Out(members[last]) + members[last].bytes;
+      last = next;
+      end += members[next].bytes;
+    }
+    const std::size_t skip = lo - first_at;
+    if (in_place) {
+      s = reduce(In(members[first]) + skip, Out(members[first]) + skip, n);
+      continue;
+    }
+    if (buffer_.size() < bytes) buffer_.resize(bytes);
+    std::size_t k = first, off = skip;
+    for (std::size_t filled = 0; filled < bytes; ++k, off = 0) {
+      const std::size_t take = std::min(bytes - filled, members[k].bytes - off);
+      if (take > 0)
+        std::memcpy(buffer_.data() + filled, In(members[k]) + off, take);
       filled += take;
-      in_off += take;
-      if (in_off == members[in_t].bytes) ++in_t, in_off = 0;
-      while (in_t < members.size() && members[in_t].bytes == 0) ++in_t;
     }
     s = reduce(buffer_.data(), buffer_.data(), n);
     if (!s.ok()) break;
-    for (std::size_t drained = 0; drained < bytes;) {
-      while (members[out_t].bytes == 0) ++out_t;
+    k = first, off = skip;
+    for (std::size_t drained = 0; drained < bytes; ++k, off = 0) {
       const std::size_t take =
-          std::min(bytes - drained, members[out_t].bytes - out_off);
-      std::memcpy(static_cast<char*>(members[out_t].output) + out_off,
-                  buffer_.data() + drained, take);
+          std::min(bytes - drained, members[k].bytes - off);
+      if (take > 0)
+        std::memcpy(Out(members[k]) + off, buffer_.data() + drained, take);
       drained += take;
-      out_off += take;
-      if (out_off == members[out_t].bytes) ++out_t, out_off = 0;
     }
   }
   return s;
