@@ -127,6 +127,9 @@ int RunSimulate(const std::string& preset, int nodes, int rpn,
 
 struct ScaleOptions {
   int seeds = 30;
+  /// The scale table's seeds are first_seed .. first_seed + seeds - 1: a
+  /// second set checks that a result is not one set's luck.
+  int first_seed = 0;
   int jobs = 1;
   bool json = false;
   std::vector<std::string> scenarios, optimizers;
@@ -155,7 +158,8 @@ int RunScale(const ScaleOptions& o, const std::string& shapes) {
   std::vector<Task> tasks;
   for (std::size_t p = 0; p < problems.size(); ++p)
     for (std::size_t a = 0; a < optimizers.size(); ++a)
-      for (int s = 0; s < o.seeds; ++s) tasks.push_back({p, a, s, {}});
+      for (int s = 0; s < o.seeds; ++s)
+        tasks.push_back({p, a, o.first_seed + s, {}});
   std::vector<hvdtune::tuner::Config> optimum(problems.size());
   // The optima and the tuning runs in one pool: neither needs the other.
   ParallelFor(problems.size() + tasks.size(), o.jobs, [&](std::size_t i) {
@@ -171,8 +175,10 @@ int RunScale(const ScaleOptions& o, const std::string& shapes) {
   std::vector<hs::Panel> panels;
   if (!o.json) {
     fmt::print(
-        "{} seeds; regret (f* - f(x)) / f* of the incumbent, median / p90\n",
-        o.seeds);
+        "{} seeds{}; regret (f* - f(x)) / f* of the incumbent, median / p90\n",
+        o.seeds,
+        o.first_seed == 0 ? std::string()
+                          : fmt::format(" from seed {}", o.first_seed));
   }
   for (std::size_t p = 0; p < problems.size(); ++p) {
     const hs::Problem& pr = problems[p];
@@ -362,6 +368,9 @@ int main(int argc, char** argv) {
   app.add_option("--set", sets, "--simulate: knob=value (knob table names)");
   app.add_option("--seeds", o.seeds, "seeds per scenario")
       ->check(CLI::Range(1, 10000));
+  app.add_option("--first-seed", o.first_seed,
+                 "the scale table's first seed (seeds are consecutive)")
+      ->check(CLI::Range(0, 1000000));
   app.add_option("--jobs", o.jobs, "worker threads (default 1)")
       ->check(CLI::Range(1, 256));
   app.add_option("--scenarios", o.scenarios, "only these scenarios")
