@@ -53,14 +53,8 @@ ExecutionTotals Executor::Run(const std::vector<Response>& ready,
     } else if (r.type == CollectiveType::kAllgather) {
       Allgather(e, r, knobs, listener, totals);
     } else {
-      // Gradients become ready in backward order, the reverse of the order
-      // they lie in a flat gradient buffer: fused in reverse, such views
-      // are already their own concatenation and need no copies (every rank
-      // has the same plan, so every rank fuses in the same order).
       group.clear();
-      for (auto i = g.members.rbegin(); i != g.members.rend(); ++i) {
-        group.push_back(entries[*i]);
-      }
+      for (std::size_t i : g.members) group.push_back(entries[i]);
       if (r.device) {
         DeviceAllreduce(group, knobs, listener, totals);
       } else {
@@ -83,9 +77,15 @@ void Executor::Allreduce(const std::vector<TensorEntry*>& group,
   AllreduceAlgorithm& algorithm =
       *algorithms_.at(static_cast<std::size_t>(knobs.allreduce_algorithm()));
   const ReduceOp wire_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+  // Gradients become ready in backward order, the reverse of the order they
+  // lie in a flat gradient buffer: concatenated in reverse, such views are
+  // their own concatenation and need no copies. Every rank has the same
+  // plan, so every rank concatenates in the same order; the tensors still
+  // finish in ready order.
   members_.clear();
   std::int64_t bytes = 0;
-  for (const TensorEntry* e : group) {
+  for (auto it = group.rbegin(); it != group.rend(); ++it) {
+    const TensorEntry* e = *it;
     const auto b = static_cast<std::size_t>(BytesOf(e->request));
     members_.push_back({e->input, e->output, b});
     bytes += static_cast<std::int64_t>(b);
