@@ -124,5 +124,20 @@ TEST(FusionBuffer, InPlaceViewsAreReducedInPlace) {
   for (std::size_t i = 0; i < buf.size(); ++i) ASSERT_EQ(buf[i], 2 * was[i]);
 }
 
+TEST(FusionBuffer, OutputsOverlappingInputsGoThroughTheBuffer) {
+  // Each tensor's output is the next one's input: reduced where they lie,
+  // the first tensor's result would overwrite the second's input.
+  std::vector<float> mem = Iota(30);
+  const std::vector<float> was = mem;
+  const std::vector<FusedMember> members = {
+      {mem.data(), mem.data() + 10, 10 * sizeof(float)},
+      {mem.data() + 10, mem.data() + 20, 10 * sizeof(float)}};
+  FusionBuffer buffer;
+  Doubler d;
+  ASSERT_TRUE(buffer.Allreduce(members, sizeof(float), 0, d.Fn()).ok());
+  EXPECT_FALSE(Within(d.reads[0], mem));
+  for (std::size_t i = 0; i < 20; ++i) ASSERT_EQ(mem[10 + i], 2 * was[i]);
+}
+
 }  // namespace
 }  // namespace hvdtune::internal

@@ -1,6 +1,7 @@
 #include "fusion_buffer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace hvdtune::internal {
@@ -50,8 +51,16 @@ Status FusionBuffer::Allreduce(std::span<const FusedMember> members,
       end += members[next].bytes;
     }
     const std::size_t skip = lo - first_at;
-    if (in_place) {
-      s = reduce(In(members[first]) + skip, Out(members[first]) + skip, n);
+    const char* in = In(members[first]) + skip;
+    char* out = Out(members[first]) + skip;
+    // Inputs and outputs that partly overlap (one tensor's output is
+    // another's input) go through the buffer, as they did before.
+    const auto at = [](const void* p) {
+      return reinterpret_cast<std::uintptr_t>(p);
+    };
+    if (in_place &&
+        (in == out || at(in) + bytes <= at(out) || at(out) + bytes <= at(in))) {
+      s = reduce(in, out, n);
       continue;
     }
     if (buffer_.size() < bytes) buffer_.resize(bytes);
