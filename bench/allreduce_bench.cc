@@ -200,10 +200,12 @@ class Bench {
     return TimeLoop(iters, raw);
   }
 
-  // The runtime's negotiation message at the default cache capacity (1024
-  // bits): a flags word, the hit bits and the invalid bits, ANDed.
+  // The runtime's negotiation message at the default cache capacity: a
+  // flags word, the hit bits and the invalid bits, ANDed.
   double TimeFloor(const Measurement& m, std::int64_t iters) {
-    std::vector<std::uint64_t> bits(1 + 2 * 1024 / 64);
+    const auto words =
+        static_cast<std::size_t>(KnobSettings().cache_capacity() + 63) / 64;
+    std::vector<std::uint64_t> bits(1 + 2 * words);
     const auto floor = [&] {
       std::fill(bits.begin(), bits.end(), ~std::uint64_t{0});
       MPI_Allreduce(MPI_IN_PLACE, bits.data(), static_cast<int>(bits.size()),

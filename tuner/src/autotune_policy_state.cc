@@ -21,15 +21,8 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
     double score, double now) {
   ++status.total_samples;
   status.last_score = score;
-  PolicyEvent sample;
-  sample.kind = PolicyEvent::Kind::kSample;
-  sample.index = status.total_samples;
-  sample.phase = phase;
-  sample.previous_phase = phase;
-  sample.config = current;
-  sample.score = score;
-  sample.time = now;
-  Emit(std::move(sample));
+  Emit(PolicyEvent::Kind::kSample, phase, phase, current, score, now).index =
+      status.total_samples;
 
   switch (phase) {
     case Phase::kOff:

@@ -97,40 +97,32 @@ struct AutotunePolicy::State {
 
   std::thread worker;
 
-  void Emit(PolicyEvent e) {
+  /// Queues an event with the fields every event has (dropping the oldest
+  /// when the queue is full) and returns it for the rest.
+  PolicyEvent& Emit(PolicyEvent::Kind kind, Phase from, Phase to,
+                    const Config& config, double score, double time) {
     if (events.size() >= internal::kMaxQueuedEvents) {
       events.pop_front();
       ++status.dropped_events;
     }
-    events.push_back(std::move(e));
-  }
-  void EmitPhaseChange(Phase from, Phase to, const Config& config, double score,
-                       double time) {
-    PolicyEvent e;
-    e.kind = PolicyEvent::Kind::kPhaseChange;
+    PolicyEvent& e = events.emplace_back();
+    e.kind = kind;
     e.previous_phase = from;
     e.phase = to;
     e.config = config;
     e.score = score;
     e.time = time;
-    Emit(std::move(e));
+    return e;
   }
   void SetPhase(Phase to, const Config& config, double score, double time) {
     const Phase from = phase;
     phase = to;
     status.phase = to;
-    EmitPhaseChange(from, to, config, score, time);
+    Emit(PolicyEvent::Kind::kPhaseChange, from, to, config, score, time);
   }
   void Fail(const std::string& message, double time) {
-    const Phase from = phase;
-    PolicyEvent e;
-    e.kind = PolicyEvent::Kind::kError;
-    e.previous_phase = from;
-    e.phase = Phase::kOff;
-    e.config = current;
-    e.time = time;
-    e.message = message;
-    Emit(std::move(e));
+    Emit(PolicyEvent::Kind::kError, phase, Phase::kOff, current, 0, time)
+        .message = message;
     status.error = message;
     pending.reset();
     SetPhase(Phase::kOff, current, status.last_score, time);
