@@ -121,6 +121,66 @@ TEST(GaussianProcessTest, PosteriorMatchesHandComputation) {
   EXPECT_LT(var, 1e-6);
 }
 
+TEST(GaussianProcessTest, DifferenceCountsTheCovariance) {
+  GpSettings settings;
+  settings.warp_outputs = false;
+  settings.noise_floor = 1e-9;
+  GaussianProcess gp(1, {}, settings);
+  Eigen::VectorXd theta(4);
+  theta << std::log(0.5), 0.0, std::log(1e-12), 0.0;
+  gp.SetHyperparameters(theta);
+  Eigen::MatrixXd x(1, 2);
+  x << 0.2, 0.6;
+  Eigen::VectorXd y(2);
+  y << 1.0, 3.0;
+  gp.SetData(x, y);
+  const double d = 1 + 1e-9 + 1e-12, k12 = Matern52(0.4 / 0.5);
+  const double det = d * d - k12 * k12;
+  // Posterior covariance of a and b: k(a, b) - k_a^T K^-1 k_b.
+  auto k = [](double u, double v) { return Matern52(std::abs(u - v) / 0.5); };
+  auto post_cov = [&](double a, double b) {
+    const double a1 = k(a, 0.2), a2 = k(a, 0.6), b1 = k(b, 0.2), b2 = k(b, 0.6);
+    return k(a, b) -
+           (d * a1 * b1 - k12 * (a1 * b2 + a2 * b1) + d * a2 * b2) / det;
+  };
+  Eigen::VectorXd a(1), b(1);
+  a << 0.3;
+  b << 0.45;
+  double mean, var, ma, va, mb, vb;
+  gp.PredictDifferenceStandardized(a, b, &mean, &var);
+  gp.PredictStandardized(a, &ma, &va);
+  gp.PredictStandardized(b, &mb, &vb);
+  EXPECT_NEAR(mean, ma - mb, 1e-9);
+  const double expected =
+      post_cov(0.3, 0.3) + post_cov(0.45, 0.45) - 2 * post_cov(0.3, 0.45);
+  EXPECT_NEAR(var, expected, 1e-9);
+  // Nearby points are strongly correlated: far less than va + vb.
+  EXPECT_LT(var, 0.5 * (va + vb));
+  gp.PredictDifferenceStandardized(a, a, &mean, &var);
+  EXPECT_NEAR(mean, 0, 1e-12);
+  EXPECT_LT(var, 1e-9);
+
+  // Mixed data, fitted: between (sd_a - sd_b)^2 and (sd_a + sd_b)^2.
+  Eigen::MatrixXd mx;
+  Eigen::VectorXd my;
+  MixedData(25, 5, &mx, &my);
+  GaussianProcess mixed(3, {3, 2});
+  mixed.SetData(mx, my);
+  std::mt19937_64 rng(2);
+  mixed.FitHyperparameters(rng);
+  for (int i = 0; i < 10; ++i) {
+    Eigen::VectorXd p = mx.col(i), q = mx.col(i + 10);
+    q[4] = 1 - p[4];
+    mixed.PredictDifferenceStandardized(p, q, &mean, &var);
+    mixed.PredictStandardized(p, &ma, &va);
+    mixed.PredictStandardized(q, &mb, &vb);
+    EXPECT_NEAR(mean, ma - mb, 1e-9);
+    const double sa = std::sqrt(va), sb = std::sqrt(vb);
+    EXPECT_GE(var, (sa - sb) * (sa - sb) - 1e-9);
+    EXPECT_LE(var, (sa + sb) * (sa + sb) + 1e-9);
+  }
+}
+
 TEST(GaussianProcessTest, IncrementalCholeskyMatchesFullFactorisation) {
   Eigen::MatrixXd x;
   Eigen::VectorXd y;

@@ -6,10 +6,6 @@
 namespace hvdtune::tuner::internal {
 namespace {
 
-struct Posterior {
-  double mean, var;
-};
-
 // The model is up to date with every observation (Best() syncs it), or
 // there is no model yet.
 bool HasModel(const BayesianOptimizer& optimizer) {
@@ -18,11 +14,11 @@ bool HasModel(const BayesianOptimizer& optimizer) {
          static_cast<int>(optimizer.observations().size());
 }
 
-Posterior At(const BayesianOptimizer& optimizer, const Config& c) {
-  Posterior p{};
-  optimizer.model().PredictStandardized(optimizer.space().ToUnit(c), &p.mean,
-                                        &p.var);
-  return p;
+double MeanAt(const BayesianOptimizer& optimizer, const Config& c) {
+  double mean, var;
+  optimizer.model().PredictStandardized(optimizer.space().ToUnit(c), &mean,
+                                        &var);
+  return mean;
 }
 
 }  // namespace
@@ -48,7 +44,7 @@ Config FreezeCandidate(const BayesianOptimizer& optimizer,
   }
   double best_mean = -std::numeric_limits<double>::infinity();
   for (std::size_t i = own_begin; i < obs.size(); ++i) {
-    const double mean = At(optimizer, obs[i].config).mean;
+    const double mean = MeanAt(optimizer, obs[i].config);
     if (mean > best_mean) {
       best_mean = mean;
       pick = i;
@@ -58,8 +54,10 @@ Config FreezeCandidate(const BayesianOptimizer& optimizer,
   // noisy samples, a knob that does not matter (or matters less than the
   // noise) otherwise lands on whichever value a lucky sample had.
   auto clearly_ahead = [&](const Config& a, const Config& b) {
-    const Posterior pa = At(optimizer, a), pb = At(optimizer, b);
-    return pa.mean - pb.mean > confidence * std::sqrt(pa.var + pb.var);
+    double mean, var;
+    optimizer.model().PredictDifferenceStandardized(
+        optimizer.space().ToUnit(a), optimizer.space().ToUnit(b), &mean, &var);
+    return mean > confidence * std::sqrt(var);
   };
   const Config& initial = obs[own_begin].config;
   Config chosen = obs[pick].config;
@@ -90,7 +88,7 @@ Observation ChooseFrozen(const BayesianOptimizer& optimizer,
       distance += k < num_cont ? (v[k] - u[k]) * (v[k] - u[k])
                                : static_cast<double>(v[k] != u[k]);
     }
-    const double mean = model ? At(optimizer, obs[i].config).mean : 0.0;
+    const double mean = model ? MeanAt(optimizer, obs[i].config) : 0.0;
     if (distance < best_distance ||
         (distance == best_distance && mean > best_mean)) {
       best_distance = distance;

@@ -13,8 +13,9 @@ namespace hvdtune::tuner::internal {
 /// round's first configuration, observations()[own_begin] (the one in force
 /// when the round began), set back to that value, in the space's order,
 /// unless the model puts the change more than `confidence` posterior
-/// standard deviations ahead. May be a configuration not measured as such.
-/// Needs a fitted model (else: the highest observed score).
+/// standard deviations of f(changed) - f(reverted) ahead (their covariance
+/// counted: the two share most of their data). May be a configuration not
+/// measured as such. Needs a fitted model (else: the highest observed score).
 Config FreezeCandidate(const BayesianOptimizer& optimizer,
                        std::size_t own_begin, double confidence);
 

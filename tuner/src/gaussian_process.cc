@@ -403,6 +403,29 @@ void GaussianProcess::FitHyperparameters(std::mt19937_64& rng) {
   SetHyperparameters(best.x);
 }
 
+void GaussianProcess::PredictDifferenceStandardized(const Eigen::VectorXd& a,
+                                                    const Eigen::VectorXd& b,
+                                                    double* mean,
+                                                    double* var) const {
+  const int n = num_points();
+  const double prior = Kernel(h_, a.data(), a.data()) +
+                       Kernel(h_, b.data(), b.data()) -
+                       2 * Kernel(h_, a.data(), b.data());
+  if (n == 0) {
+    *mean = 0;
+    *var = std::max(prior, 0.0);
+    return;
+  }
+  Eigen::VectorXd kd(n);
+  for (int i = 0; i < n; ++i) {
+    kd[i] = Kernel(h_, x_.col(i).data(), a.data()) -
+            Kernel(h_, x_.col(i).data(), b.data());
+  }
+  *mean = kd.dot(alpha_);
+  chol_.topLeftCorner(n, n).triangularView<Eigen::Lower>().solveInPlace(kd);
+  *var = std::max(prior - kd.squaredNorm(), 1e-12 * h_.s2);
+}
+
 void GaussianProcess::PredictStandardized(const Eigen::VectorXd& x,
                                           double* mean, double* var,
                                           Eigen::VectorXd* dmean,

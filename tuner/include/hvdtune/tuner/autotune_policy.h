@@ -26,9 +26,9 @@
 //    round's initial configuration where the model cannot tell them apart:
 //    each knob that differs from it goes back to its initial value unless
 //    the change is more than `freeze_confidence` posterior standard
-//    deviations ahead. The last `exploit_share` of a round's samples refine
-//    the best region; the first of them measures that candidate if no
-//    sample has (if it moved since, the freeze takes the measured
+//    deviations of the difference ahead. The last `exploit_share` of a round's
+//    samples refine the best region; the first of them measures that candidate
+//    if no sample has (if it moved since, the freeze takes the measured
 //    configuration nearest to it). Priors
 //    shape the model but are never frozen on unmeasured, since their scores
 //    may be on another scale. The frozen configuration is handed out by
@@ -92,9 +92,10 @@ struct AutotunePolicySettings {
   int retune_windows = 3;
   /// What a round freezes on may differ from the configuration in force
   /// when the round began only where the model puts the change more than
-  /// this many posterior standard deviations ahead (knob by knob); 0 takes
-  /// the highest posterior mean.
-  double freeze_confidence = 0.5;
+  /// this many posterior standard deviations of the difference ahead (knob
+  /// by knob, the two configurations' covariance counted); 0 takes the
+  /// highest posterior mean.
+  double freeze_confidence = 0.75;
   /// Share of a round's budget, at its end, spent refining the best region
   /// (BayesOptSettings::exploit_from) instead of exploring; 0: none.
   double exploit_share = 0.25;

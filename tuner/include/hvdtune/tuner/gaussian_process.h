@@ -102,6 +102,12 @@ class GaussianProcess {
   void PredictStandardized(const Eigen::VectorXd& x, double* mean, double* var,
                            Eigen::VectorXd* dmean = nullptr,
                            Eigen::VectorXd* dvar = nullptr) const;
+  /// Posterior of f(a) - f(b), in standardised units: the difference of the
+  /// means and the variance of the difference (the two points' posterior
+  /// covariance counted, which shared data makes large).
+  void PredictDifferenceStandardized(const Eigen::VectorXd& a,
+                                     const Eigen::VectorXd& b, double* mean,
+                                     double* var) const;
   /// Posterior mean and variance of the latent function in output units
   /// (through the inverse output transform; variance by the delta method).
   void Predict(const Eigen::VectorXd& x, double* mean, double* var) const;
