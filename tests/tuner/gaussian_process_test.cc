@@ -71,20 +71,27 @@ TEST(GaussianProcessTest, MarginalLikelihoodGradientMatchesFiniteDifferences) {
   }
 }
 
-TEST(GaussianProcessTest, PosteriorMatchesHandComputation) {
+// One continuous coordinate, fixed hyperparameters (log l = log 0.5,
+// s2 = 1, noise = floor 1e-9 + 1e-12, mean 0), y = 1 at 0.2 and 3 at 0.6
+// (standardised: -1/sqrt2, +1/sqrt2; offset 2, scale sqrt2).
+GaussianProcess TwoPointModel() {
   GpSettings settings;
   settings.warp_outputs = false;
   settings.noise_floor = 1e-9;
   GaussianProcess gp(1, {}, settings);
-  // log l = log 0.5, s2 = 1, noise = floor + 1e-12, mean 0.
   Eigen::VectorXd theta(4);
   theta << std::log(0.5), 0.0, std::log(1e-12), 0.0;
   gp.SetHyperparameters(theta);
   Eigen::MatrixXd x(1, 2);
   x << 0.2, 0.6;
   Eigen::VectorXd y(2);
-  y << 1.0, 3.0;  // standardised: -1/sqrt2, +1/sqrt2 (offset 2, scale sqrt2)
+  y << 1.0, 3.0;
   gp.SetData(x, y);
+  return gp;
+}
+
+TEST(GaussianProcessTest, PosteriorMatchesHandComputation) {
+  const GaussianProcess gp = TwoPointModel();
   const double noise = 1e-9 + 1e-12;
   const double k12 = Matern52(0.4 / 0.5);
 
@@ -122,18 +129,7 @@ TEST(GaussianProcessTest, PosteriorMatchesHandComputation) {
 }
 
 TEST(GaussianProcessTest, DifferenceCountsTheCovariance) {
-  GpSettings settings;
-  settings.warp_outputs = false;
-  settings.noise_floor = 1e-9;
-  GaussianProcess gp(1, {}, settings);
-  Eigen::VectorXd theta(4);
-  theta << std::log(0.5), 0.0, std::log(1e-12), 0.0;
-  gp.SetHyperparameters(theta);
-  Eigen::MatrixXd x(1, 2);
-  x << 0.2, 0.6;
-  Eigen::VectorXd y(2);
-  y << 1.0, 3.0;
-  gp.SetData(x, y);
+  const GaussianProcess gp = TwoPointModel();
   const double d = 1 + 1e-9 + 1e-12, k12 = Matern52(0.4 / 0.5);
   const double det = d * d - k12 * k12;
   // Posterior covariance of a and b: k(a, b) - k_a^T K^-1 k_b.
