@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "hvdtune/types.h"
 
@@ -20,18 +21,18 @@ struct TensorSize {
   std::int64_t bytes = 0;
   std::string error;
 };
-TensorSize SizeOf(const std::string& name, std::span<const std::int64_t> shape,
+TensorSize SizeOf(std::string_view name, std::span<const std::int64_t> shape,
                   DataType dtype, std::int64_t max_bytes);
 
-std::string CheckAllreduceArgs(const std::string& name, const void* input,
+std::string CheckAllreduceArgs(std::string_view name, const void* input,
                                const void* output,
                                std::span<const std::int64_t> shape,
                                DataType dtype, ReduceOp op);
-std::string CheckBroadcastArgs(const std::string& name, const void* buffer,
+std::string CheckBroadcastArgs(std::string_view name, const void* buffer,
                                std::span<const std::int64_t> shape,
                                DataType dtype, int root, int world_size);
 /// The gathered result must fit too: one rank's bytes times the world size.
-std::string CheckAllgatherArgs(const std::string& name, const void* input,
+std::string CheckAllgatherArgs(std::string_view name, const void* input,
                                std::span<const std::int64_t> shape,
                                DataType dtype, int world_size);
 

@@ -109,10 +109,11 @@ void RuntimeImpl::GatherArrivals() {
 bool RuntimeImpl::RunCycle(bool* stop) {
   const double start = RuntimeClock();
   std::optional<std::vector<std::uint8_t>> update;
-  drained_.clear();
   {
     std::lock_guard<std::mutex> lock(mu_);
     drained_.swap(queue_);
+    drained_size_ = queue_size_;
+    queue_size_ = 0;
     idle_arrival_ = false;
     if (mpi_.rank == 0 && pending_update_) {
       update = std::move(pending_update_);
@@ -120,10 +121,13 @@ bool RuntimeImpl::RunCycle(bool* stop) {
     }
   }
   requests_.clear();
-  for (TensorEntry& e : drained_) {
+  for (std::size_t i = 0; i < drained_size_; ++i) {
+    TensorEntry& e = drained_[i];
     const TensorId id = e.request.id;
     if (id >= slots_.size()) slots_.resize(id + 1);
-    slots_[id] = std::move(e);
+    // The slot's finished entry goes back to the queue as a spare, with
+    // its buffers.
+    std::swap(slots_[id], e);
     requests_.push_back(&slots_[id].request);
   }
   const bool had_requests = !requests_.empty();
@@ -281,8 +285,8 @@ void RuntimeImpl::CompleteFinished() {
     busy_count_ -= finished_.size();
   }
   for (Finished& f : finished_) {
+    // The entry keeps its name and shape buffers for reuse (RunCycle).
     std::shared_ptr<HandleState> handle = std::move(slots_[f.id].handle);
-    slots_[f.id] = TensorEntry();
     handle->Complete(std::move(f.status));
   }
   finished_.clear();
@@ -325,6 +329,8 @@ void RuntimeImpl::FailEverything(const Status& s) {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = false;
     queued.swap(queue_);
+    queued.resize(queue_size_);
+    queue_size_ = 0;
     std::fill(busy_.begin(), busy_.end(), 0);
     busy_count_ = 0;
   }

@@ -2,8 +2,11 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "hvdtune/status.h"
@@ -71,6 +74,72 @@ struct HandleState {
     }
     cv.notify_all();
   }
+};
+
+/// Handle states without a heap allocation per collective: the block of
+/// each state (shared_ptr's control block and the state together) goes back
+/// to a free list when its last owner lets go, on whatever thread, and the
+/// next Make() takes it from there. Handles may outlive the runtime; the
+/// blocks are freed when the pool and every handle of it are gone.
+class HandleStatePool {
+ public:
+  HandleStatePool() : blocks_(std::make_shared<Blocks>()) {}
+  std::shared_ptr<HandleState> Make() const {
+    return std::allocate_shared<HandleState>(Allocator<HandleState>(blocks_));
+  }
+
+ private:
+  class Blocks {
+   public:
+    ~Blocks() {
+      for (void* p : free_) ::operator delete(p);
+    }
+    void* Get(std::size_t bytes) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (bytes == size_ && !free_.empty()) {
+          void* p = free_.back();
+          free_.pop_back();
+          return p;
+        }
+        if (size_ == 0) size_ = bytes;
+      }
+      return ::operator new(bytes);
+    }
+    void Put(void* p, std::size_t bytes) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (bytes == size_) {
+          free_.push_back(p);
+          return;
+        }
+      }
+      ::operator delete(p);
+    }
+
+   private:
+    std::mutex mu_;
+    std::size_t size_ = 0;  // the one block size pooled
+    std::vector<void*> free_;
+  };
+  template <typename T>
+  struct Allocator {
+    using value_type = T;
+    std::shared_ptr<Blocks> blocks;
+    explicit Allocator(std::shared_ptr<Blocks> b) : blocks(std::move(b)) {}
+    template <typename U>
+    Allocator(const Allocator<U>& o) : blocks(o.blocks) {}  // NOLINT
+    T* allocate(std::size_t n) {
+      static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+      return static_cast<T*>(blocks->Get(n * sizeof(T)));
+    }
+    void deallocate(T* p, std::size_t n) { blocks->Put(p, n * sizeof(T)); }
+    template <typename U>
+    bool operator==(const Allocator<U>& o) const {
+      return blocks == o.blocks;
+    }
+  };
+  std::shared_ptr<Blocks> blocks_;
 };
 
 }  // namespace hvdtune::internal

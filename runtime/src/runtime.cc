@@ -13,19 +13,20 @@ namespace hvdtune {
 
 namespace internal {
 
-TensorSize SizeOf(const std::string& name, std::span<const std::int64_t> shape,
+TensorSize SizeOf(std::string_view name, std::span<const std::int64_t> shape,
                   DataType dtype, std::int64_t max_bytes) {
   TensorSize out;
   const int t = static_cast<int>(dtype);
   if (t < 0 || t >= kNumDataTypes) {
-    out.error = "unknown dtype " + std::to_string(t) + " for tensor '" + name +
-                "' (0.." + std::to_string(kNumDataTypes - 1) + ")";
+    out.error = "unknown dtype " + std::to_string(t) + " for tensor '" +
+                std::string(name) + "' (0.." +
+                std::to_string(kNumDataTypes - 1) + ")";
     return out;
   }
   for (std::int64_t d : shape) {
     if (d < 0) {
       out.error = "negative dimension " + std::to_string(d) + " in tensor '" +
-                  name + "'";
+                  std::string(name) + "'";
       return out;
     }
   }
@@ -47,7 +48,7 @@ TensorSize SizeOf(const std::string& name, std::span<const std::int64_t> shape,
     for (std::int64_t d : shape) {
       dims += (dims.empty() ? "" : ", ") + std::to_string(d);
     }
-    out.error = "tensor '" + name + "' of shape {" + dims +
+    out.error = "tensor '" + std::string(name) + "' of shape {" + dims +
                 "} is too large: " + "its size in bytes does not fit in " +
                 std::to_string(max_bytes) + " bytes";
     return out;
@@ -62,14 +63,14 @@ namespace {
 constexpr std::int64_t kMaxBytes = std::numeric_limits<std::int64_t>::max();
 
 // Name, dtype, shape and buffer: what every collective shares.
-std::string CheckTensor(const std::string& name, const void* data,
+std::string CheckTensor(std::string_view name, const void* data,
                         std::span<const std::int64_t> shape, DataType dtype,
                         std::int64_t max_bytes) {
   if (name.empty()) return "tensor name must not be empty";
   TensorSize size = SizeOf(name, shape, dtype, max_bytes);
   if (!size.error.empty()) return size.error;
   if (size.elements > 0 && data == nullptr) {
-    return "null buffer for tensor '" + name + "' of " +
+    return "null buffer for tensor '" + std::string(name) + "' of " +
            std::to_string(size.elements) + " elements";
   }
   return {};
@@ -77,7 +78,7 @@ std::string CheckTensor(const std::string& name, const void* data,
 
 }  // namespace
 
-std::string CheckAllreduceArgs(const std::string& name, const void* input,
+std::string CheckAllreduceArgs(std::string_view name, const void* input,
                                const void* output,
                                std::span<const std::int64_t> shape,
                                DataType dtype, ReduceOp op) {
@@ -85,38 +86,41 @@ std::string CheckAllreduceArgs(const std::string& name, const void* input,
   if (err.empty()) err = CheckTensor(name, output, shape, dtype, kMaxBytes);
   const int o = static_cast<int>(op);
   if (err.empty() && (o < 0 || o >= kNumReduceOps)) {
-    err = "unknown reduce op " + std::to_string(o) + " for tensor '" + name +
-          "' (0.." + std::to_string(kNumReduceOps - 1) + ")";
+    err = "unknown reduce op " + std::to_string(o) + " for tensor '" +
+          std::string(name) + "' (0.." + std::to_string(kNumReduceOps - 1) +
+          ")";
   }
   return err;
 }
 
-std::string CheckBroadcastArgs(const std::string& name, const void* buffer,
+std::string CheckBroadcastArgs(std::string_view name, const void* buffer,
                                std::span<const std::int64_t> shape,
                                DataType dtype, int root, int world_size) {
   std::string err = CheckTensor(name, buffer, shape, dtype, kMaxBytes);
   if (err.empty() && (root < 0 || root >= world_size)) {
-    err = "broadcast root " + std::to_string(root) + " of tensor '" + name +
-          "' is not a rank of 0.." + std::to_string(world_size - 1);
+    err = "broadcast root " + std::to_string(root) + " of tensor '" +
+          std::string(name) + "' is not a rank of 0.." +
+          std::to_string(world_size - 1);
   }
   return err;
 }
 
-std::string CheckAllgatherArgs(const std::string& name, const void* input,
+std::string CheckAllgatherArgs(std::string_view name, const void* input,
                                std::span<const std::int64_t> shape,
                                DataType dtype, int world_size) {
   const std::int64_t max = kMaxBytes / std::max(world_size, 1);
   std::string err = CheckTensor(name, input, shape, dtype, max);
   if (err.empty() && shape.empty()) {
-    err = "allgather of tensor '" + name + "' needs at least one dimension";
+    err = "allgather of tensor '" + std::string(name) +
+          "' needs at least one dimension";
   }
   return err;
 }
 
 }  // namespace internal
 
+using internal::EntrySpec;
 using internal::HandleState;
-using internal::TensorEntry;
 
 namespace {
 
@@ -127,21 +131,6 @@ Handle Failed(Status s) {
   auto state = std::make_shared<HandleState>();
   state->Complete(std::move(s));
   return Handle(state);
-}
-
-// An entry for one tensor; the collective-specific fields are set by the
-// caller.
-TensorEntry MakeEntry(std::string name, CollectiveType type, DataType dtype,
-                      std::span<const std::int64_t> shape, const void* input,
-                      void* output) {
-  TensorEntry e;
-  e.request.name = std::move(name);
-  e.request.type = type;
-  e.request.dtype = dtype;
-  e.request.shape.assign(shape.begin(), shape.end());
-  e.input = input;
-  e.output = output;
-  return e;
 }
 
 }  // namespace
@@ -224,16 +213,20 @@ int Runtime::local_size() const { return impl_->mpi().local_size; }
 int Runtime::cross_rank() const { return impl_->mpi().cross_rank; }
 int Runtime::cross_size() const { return impl_->mpi().cross_size; }
 
-Handle Runtime::Allreduce(std::string name, const void* input, void* output,
-                          std::span<const std::int64_t> shape, DataType dtype,
-                          ReduceOp op) {
+Handle Runtime::Allreduce(std::string_view name, const void* input,
+                          void* output, std::span<const std::int64_t> shape,
+                          DataType dtype, ReduceOp op) {
   const std::string err =
       internal::CheckAllreduceArgs(name, input, output, shape, dtype, op);
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
-  TensorEntry e = MakeEntry(std::move(name), CollectiveType::kAllreduce, dtype,
-                            shape, input, output);
-  e.request.op = op;
-  return EnqueueOne(std::move(e));
+  EntrySpec spec;
+  spec.name = name;
+  spec.dtype = dtype;
+  spec.shape = shape;
+  spec.input = input;
+  spec.output = output;
+  spec.op = op;
+  return Enqueue(std::span<const EntrySpec>(&spec, 1));
 }
 
 Handle Runtime::GroupedAllreduce(std::string group,
@@ -259,42 +252,55 @@ Handle Runtime::GroupedAllreduce(std::string group,
     }
   }
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
-  std::vector<TensorEntry> entries;
-  entries.reserve(tensors.size());
-  for (const AllreduceTensor& t : tensors) {
-    TensorEntry e = MakeEntry(t.name, CollectiveType::kAllreduce, t.dtype,
-                              t.shape, t.input, t.output);
-    e.request.op = op;
-    e.request.group = group;
-    e.request.group_size = static_cast<std::int32_t>(tensors.size());
-    entries.push_back(std::move(e));
+  std::vector<EntrySpec> specs(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const AllreduceTensor& t = tensors[i];
+    EntrySpec& spec = specs[i];
+    spec.name = t.name;
+    spec.dtype = t.dtype;
+    spec.shape = t.shape;
+    spec.input = t.input;
+    spec.output = t.output;
+    spec.op = op;
+    spec.group = group;
+    spec.group_size = static_cast<std::int32_t>(tensors.size());
   }
-  return impl_->Enqueue(entries);
+  return Enqueue(specs);
 }
 
-Handle Runtime::Broadcast(std::string name, void* buffer,
+Handle Runtime::Broadcast(std::string_view name, void* buffer,
                           std::span<const std::int64_t> shape, DataType dtype,
                           int root) {
   const std::string err =
       internal::CheckBroadcastArgs(name, buffer, shape, dtype, root, size());
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
-  TensorEntry e = MakeEntry(std::move(name), CollectiveType::kBroadcast, dtype,
-                            shape, buffer, buffer);
-  e.request.root = root;
-  return EnqueueOne(std::move(e));
+  EntrySpec spec;
+  spec.name = name;
+  spec.type = CollectiveType::kBroadcast;
+  spec.dtype = dtype;
+  spec.shape = shape;
+  spec.input = buffer;
+  spec.output = buffer;
+  spec.root = root;
+  return Enqueue(std::span<const EntrySpec>(&spec, 1));
 }
 
-Handle Runtime::Allgather(std::string name, const void* input,
+Handle Runtime::Allgather(std::string_view name, const void* input,
                           std::span<const std::int64_t> shape, DataType dtype) {
   const std::string err =
       internal::CheckAllgatherArgs(name, input, shape, dtype, size());
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
-  return EnqueueOne(MakeEntry(std::move(name), CollectiveType::kAllgather,
-                              dtype, shape, input, nullptr));
+  EntrySpec spec;
+  spec.name = name;
+  spec.type = CollectiveType::kAllgather;
+  spec.dtype = dtype;
+  spec.shape = shape;
+  spec.input = input;
+  return Enqueue(std::span<const EntrySpec>(&spec, 1));
 }
 
-Handle Runtime::EnqueueOne(internal::TensorEntry entry) {
-  return impl_->Enqueue(std::span<TensorEntry>(&entry, 1));
+Handle Runtime::Enqueue(std::span<const EntrySpec> specs) {
+  return impl_->Enqueue(specs);
 }
 
 KnobSettings Runtime::knobs() const { return impl_->knobs(); }

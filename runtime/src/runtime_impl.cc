@@ -119,8 +119,37 @@ void RuntimeImpl::Shutdown() {
   mpi_.Free();
 }
 
-Handle RuntimeImpl::Enqueue(std::span<TensorEntry> entries) {
-  auto state = std::make_shared<HandleState>();
+namespace {
+
+// Every field, since the entry is reused: the name and shape keep their
+// buffers' capacity from earlier submissions.
+void Fill(const EntrySpec& spec, TensorId id, bool device, double now,
+          const std::shared_ptr<HandleState>& state, TensorEntry* e) {
+  Request& r = e->request;
+  r.name.assign(spec.name);
+  r.type = spec.type;
+  r.dtype = spec.dtype;
+  r.op = spec.op;
+  r.root = spec.root;
+  r.rank = 0;
+  r.shape.assign(spec.shape.begin(), spec.shape.end());
+  r.group.assign(spec.group);
+  r.group_size = spec.group_size;
+  r.device = device;
+  r.waited_seconds = 0;
+  r.enqueued = now;
+  r.id = id;
+  e->input = spec.input;
+  e->output = spec.output;
+  e->handle = state;
+  e->enqueued = now;
+  e->negotiated = 0;
+}
+
+}  // namespace
+
+Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
+  std::shared_ptr<HandleState> state = handle_pool_.Make();
   // Waits on the handle are news only to a cycle thread that gathers.
   if (gather_arrivals_) state->signal = &signal_;
   Handle handle(state);
@@ -133,54 +162,66 @@ Handle RuntimeImpl::Enqueue(std::span<TensorEntry> entries) {
             : "hvdtune runtime stopped: " + stop_reason_.message()));
     return handle;
   }
-  for (TensorEntry& e : entries) {
-    e.request.device = check_device_pointers_ &&
-                       (IsDevicePointer(e.input) || IsDevicePointer(e.output));
-    if (e.request.device && !nccl_) {
+  const std::size_t first = queue_size_;
+  if (queue_.size() < first + specs.size()) queue_.resize(first + specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const EntrySpec& spec = specs[i];
+    const bool device =
+        check_device_pointers_ &&
+        (IsDevicePointer(spec.input) || IsDevicePointer(spec.output));
+    queue_[first + i].request.device = device;
+    if (device && !nccl_) {
       state->Complete(Status::InvalidArgument(
-          "tensor '" + e.request.name +
+          "tensor '" + std::string(spec.name) +
           "' is in device memory but there is no NCCL backend: " +
           nccl_unavailable_.message()));
       return handle;
     }
   }
-  // One hash of the name per enqueue; the cycle thread works with the id.
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    TensorEntry& e = entries[i];
-    const auto [it, added] =
-        ids_.try_emplace(e.request.name, static_cast<TensorId>(ids_.size()));
-    if (added) busy_.push_back(0);
-    e.request.id = it->second;
-    if (busy_[e.request.id]) {
-      for (std::size_t j = 0; j < i; ++j) busy_[entries[j].request.id] = 0;
-      state->Complete(
-          Status::InvalidArgument("a collective named '" + e.request.name +
-                                  "' is already in flight on this rank"));
+  // One hash of the name per submission; the cycle thread works with the
+  // id. The entries are filled only once every name is known to be free.
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const EntrySpec& spec = specs[i];
+    auto it = ids_.find(spec.name);
+    if (it == ids_.end()) {
+      it = ids_.emplace(std::string(spec.name),
+                        static_cast<TensorId>(ids_.size()))
+               .first;
+      busy_.push_back(0);
+    }
+    const TensorId id = it->second;
+    if (busy_[id]) {
+      for (std::size_t j = 0; j < i; ++j) {
+        busy_[queue_[first + j].request.id] = 0;
+      }
+      state->Complete(Status::InvalidArgument(
+          "a collective named '" + std::string(spec.name) +
+          "' is already in flight on this rank"));
       return handle;
     }
-    busy_[e.request.id] = 1;  // also catches a name twice in one group
+    busy_[id] = 1;  // also catches a name twice in one group
+    queue_[first + i].request.id = id;
   }
-  state->parts_left = static_cast<int>(entries.size());
+  state->parts_left = static_cast<int>(specs.size());
   // Nothing of this rank queued or in flight: the cycle thread may be
   // sleeping out the rest of a cycle_time; wake it so a lone collective
   // does not wait for the timer (rank peers wake the same way, or are
   // already waiting in the negotiation).
-  const bool wake = busy_count_ == 0 && !entries.empty();
+  const bool wake = busy_count_ == 0 && !specs.empty();
   if (wake) {
     idle_arrival_ = true;
     arrival_waits_ = signal_.waits.load();
   }
-  busy_count_ += entries.size();
+  busy_count_ += specs.size();
   const std::uint64_t enqueued =
-      enqueued_.fetch_add(entries.size(), std::memory_order_relaxed) +
-      entries.size();
+      enqueued_.fetch_add(specs.size(), std::memory_order_relaxed) +
+      specs.size();
   if (wake) arrival_enqueued_ = enqueued;
-  for (TensorEntry& e : entries) {
-    e.handle = state;
-    e.enqueued = now;
-    e.request.enqueued = now;
-    queue_.push_back(std::move(e));
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    TensorEntry& e = queue_[first + i];
+    Fill(specs[i], e.request.id, e.request.device, now, state, &e);
   }
+  queue_size_ = first + specs.size();
   lock.unlock();
   if (wake) work_cv_.notify_one();
   return handle;

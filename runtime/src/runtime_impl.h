@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -42,7 +43,7 @@ class RuntimeImpl final : public ExecutionListener {
   /// Queues the entries atomically under one handle (one entry, or the
   /// members of a grouped allreduce).
   /// The entries are moved from.
-  Handle Enqueue(std::span<TensorEntry> entries);
+  Handle Enqueue(std::span<const EntrySpec> specs);
   KnobSettings knobs() const;
   std::array<bool, kNumKnobs> pinned() const { return config_.knobs.pinned; }
   std::uint64_t RequestKnobUpdate(const KnobSettings& values);
@@ -97,10 +98,21 @@ class RuntimeImpl final : public ExecutionListener {
 
   // Shared with application threads.
   mutable std::mutex mu_;
+  /// Entries [0, queue_size_) are queued; the rest are spares whose name and
+  /// shape buffers the next submissions reuse (the cycle thread swaps each
+  /// drained entry with its slot's previous one).
   std::vector<TensorEntry> queue_;
+  std::size_t queue_size_ = 0;
   /// Names interned once (a name's id for as long as the runtime lives) and
   /// which ids are queued or in flight on this rank.
-  std::unordered_map<std::string, TensorId> ids_;
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+  std::unordered_map<std::string, TensorId, NameHash, std::equal_to<>> ids_;
+  HandleStatePool handle_pool_;
   std::vector<std::uint8_t> busy_;
   std::size_t busy_count_ = 0;
   KnobSettings knobs_;  // in force; written by the cycle thread
@@ -128,8 +140,10 @@ class RuntimeImpl final : public ExecutionListener {
   /// In-flight tensors by id (a deque: entries never move, so the
   /// controller may keep pointers to their requests).
   std::deque<TensorEntry> slots_;
-  /// Buffers reused every cycle (no per-cycle allocation once warm).
+  /// Buffers reused every cycle (no per-cycle allocation once warm); the
+  /// first drained_size_ entries are this cycle's submissions.
   std::vector<TensorEntry> drained_;
+  std::size_t drained_size_ = 0;
   std::vector<const Request*> requests_;
   Controller::CycleResult cycle_result_;
   std::vector<TensorEntry*> ready_entries_;

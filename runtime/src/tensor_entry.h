@@ -1,7 +1,10 @@
 // One enqueued collective as the cycle thread holds it.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <span>
+#include <string_view>
 
 #include "handle_state.h"
 #include "message.h"
@@ -17,6 +20,22 @@ struct TensorEntry {
   /// had agreed to run it.
   double enqueued = 0;
   double negotiated = 0;
+};
+
+/// One collective as the application submits it: views of the caller's
+/// name and shape, copied into a pooled TensorEntry under the queue's lock
+/// (whose buffers are reused, so a steady state allocates nothing).
+struct EntrySpec {
+  std::string_view name;
+  CollectiveType type = CollectiveType::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  std::span<const std::int64_t> shape;
+  const void* input = nullptr;
+  void* output = nullptr;
+  ReduceOp op = ReduceOp::kSum;
+  std::int32_t root = 0;
+  std::string_view group;
+  std::int32_t group_size = 0;
 };
 
 }  // namespace hvdtune::internal

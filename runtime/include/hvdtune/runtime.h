@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hvdtune/config.h"
@@ -20,7 +21,7 @@ namespace hvdtune {
 
 namespace internal {
 struct HandleState;
-struct TensorEntry;
+struct EntrySpec;
 class RuntimeImpl;
 }  // namespace internal
 
@@ -133,7 +134,7 @@ class Runtime {
 
   /// Allreduce `input` into `output` (may be the same pointer). Both hold
   /// prod(shape) elements of `dtype`; they must stay valid until completion.
-  Handle Allreduce(std::string name, const void* input, void* output,
+  Handle Allreduce(std::string_view name, const void* input, void* output,
                    std::span<const std::int64_t> shape, DataType dtype,
                    ReduceOp op);
   /// Allreduces `tensors` as one unit (Horovod's grouped_allreduce): they are
@@ -146,12 +147,12 @@ class Runtime {
                           std::span<const AllreduceTensor> tensors,
                           ReduceOp op);
   /// Broadcast `buffer` from `root` to every rank, in place.
-  Handle Broadcast(std::string name, void* buffer,
+  Handle Broadcast(std::string_view name, void* buffer,
                    std::span<const std::int64_t> shape, DataType dtype,
                    int root);
   /// Concatenate every rank's `input` along the first dimension, which may
   /// differ per rank; the result is in Handle::output().
-  Handle Allgather(std::string name, const void* input,
+  Handle Allgather(std::string_view name, const void* input,
                    std::span<const std::int64_t> shape, DataType dtype);
 
   /// The knob values the cycle thread is using now.
@@ -177,7 +178,7 @@ class Runtime {
   const RuntimeConfig& config() const;
 
  private:
-  Handle EnqueueOne(internal::TensorEntry entry);
+  Handle Enqueue(std::span<const internal::EntrySpec> specs);
 
   std::unique_ptr<internal::RuntimeImpl> impl_;
 };
