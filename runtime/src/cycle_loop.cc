@@ -284,12 +284,20 @@ void RuntimeImpl::CompleteFinished() {
     }
     busy_count_ -= finished_.size();
   }
+  // Every handle is marked done before any waiter is woken (the
+  // references kept until then hold the states alive).
   for (Finished& f : finished_) {
     // The entry keeps its name and shape buffers for reuse (RunCycle).
     std::shared_ptr<HandleState> handle = std::move(slots_[f.id].handle);
-    handle->Complete(std::move(f.status));
+    if (handle->Finish(std::move(f.status))) {
+      completed_.push_back(std::move(handle));
+    }
   }
   finished_.clear();
+  for (const std::shared_ptr<HandleState>& handle : completed_) {
+    handle->cv.notify_all();
+  }
+  completed_.clear();
 }
 
 void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {

@@ -64,15 +64,20 @@ struct HandleState {
   /// Records one tensor's result; the handle is done after the last one,
   /// with the first failure (if any) as its status.
   void Complete(Status s) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (done) return;
-      if (!s.ok() && first_error.ok()) first_error = std::move(s);
-      if (--parts_left > 0) return;
-      status = first_error;
-      done = true;
-    }
-    cv.notify_all();
+    if (Finish(std::move(s))) cv.notify_all();
+  }
+  /// Complete() without waking the waiters: true when the handle is done
+  /// now, and then the caller notifies `cv` (after finishing a batch, so
+  /// that a thread waiting on one handle after another finds the rest done
+  /// instead of sleeping and waking once per handle).
+  bool Finish(Status s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (done) return false;
+    if (!s.ok() && first_error.ok()) first_error = std::move(s);
+    if (--parts_left > 0) return false;
+    status = first_error;
+    done = true;
+    return true;
   }
 };
 
