@@ -133,6 +133,21 @@ Handle Failed(Status s) {
   return Handle(state);
 }
 
+// A submission of one tensor; the collective-specific fields are set by the
+// caller.
+EntrySpec Spec(std::string_view name, CollectiveType type, DataType dtype,
+               std::span<const std::int64_t> shape, const void* input,
+               void* output) {
+  EntrySpec spec;
+  spec.name = name;
+  spec.type = type;
+  spec.dtype = dtype;
+  spec.shape = shape;
+  spec.input = input;
+  spec.output = output;
+  return spec;
+}
+
 }  // namespace
 
 bool Handle::Poll() const {
@@ -219,12 +234,8 @@ Handle Runtime::Allreduce(std::string_view name, const void* input,
   const std::string err =
       internal::CheckAllreduceArgs(name, input, output, shape, dtype, op);
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
-  EntrySpec spec;
-  spec.name = name;
-  spec.dtype = dtype;
-  spec.shape = shape;
-  spec.input = input;
-  spec.output = output;
+  EntrySpec spec =
+      Spec(name, CollectiveType::kAllreduce, dtype, shape, input, output);
   spec.op = op;
   return Enqueue(std::span<const EntrySpec>(&spec, 1));
 }
@@ -252,15 +263,12 @@ Handle Runtime::GroupedAllreduce(std::string group,
     }
   }
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
-  std::vector<EntrySpec> specs(tensors.size());
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const AllreduceTensor& t = tensors[i];
-    EntrySpec& spec = specs[i];
-    spec.name = t.name;
-    spec.dtype = t.dtype;
-    spec.shape = t.shape;
-    spec.input = t.input;
-    spec.output = t.output;
+  std::vector<EntrySpec> specs;
+  specs.reserve(tensors.size());
+  for (const AllreduceTensor& t : tensors) {
+    EntrySpec& spec =
+        specs.emplace_back(Spec(t.name, CollectiveType::kAllreduce, t.dtype,
+                                t.shape, t.input, t.output));
     spec.op = op;
     spec.group = group;
     spec.group_size = static_cast<std::int32_t>(tensors.size());
@@ -274,13 +282,8 @@ Handle Runtime::Broadcast(std::string_view name, void* buffer,
   const std::string err =
       internal::CheckBroadcastArgs(name, buffer, shape, dtype, root, size());
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
-  EntrySpec spec;
-  spec.name = name;
-  spec.type = CollectiveType::kBroadcast;
-  spec.dtype = dtype;
-  spec.shape = shape;
-  spec.input = buffer;
-  spec.output = buffer;
+  EntrySpec spec =
+      Spec(name, CollectiveType::kBroadcast, dtype, shape, buffer, buffer);
   spec.root = root;
   return Enqueue(std::span<const EntrySpec>(&spec, 1));
 }
@@ -290,12 +293,8 @@ Handle Runtime::Allgather(std::string_view name, const void* input,
   const std::string err =
       internal::CheckAllgatherArgs(name, input, shape, dtype, size());
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
-  EntrySpec spec;
-  spec.name = name;
-  spec.type = CollectiveType::kAllgather;
-  spec.dtype = dtype;
-  spec.shape = shape;
-  spec.input = input;
+  const EntrySpec spec =
+      Spec(name, CollectiveType::kAllgather, dtype, shape, input, nullptr);
   return Enqueue(std::span<const EntrySpec>(&spec, 1));
 }
 
