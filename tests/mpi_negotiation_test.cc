@@ -112,5 +112,51 @@ TEST(RuntimeNegotiation, RanksEnqueueAtDifferentTimes) {
   RunSet(rt, "staggered", 20, Iota(20), &outs);
 }
 
+// Waiters share one wake-up per batch of completions: threads that each
+// wait on their own handles, by Wait, by WaitFor with short timeouts and by
+// polling, are all woken with the right sums, and none is left asleep.
+TEST(RuntimeNegotiation, ThreadsWaitingOnTheirOwnHandlesAllWake) {
+  Runtime& rt = SharedRuntime();
+  constexpr int kThreads = 3;
+  constexpr int kSteps = 40;
+  constexpr int kPerStep = 8;
+  std::vector<int> bad(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<float> in(kPerStep), out(kPerStep);
+      std::vector<Handle> h(kPerStep);
+      const std::int64_t shape[] = {1};
+      for (int step = 0; step < kSteps; ++step) {
+        for (int i = 0; i < kPerStep; ++i) {
+          in[i] = static_cast<float>(rt.rank() + step + i);
+          out[i] = -1;
+          h[i] = rt.Allreduce(
+              "waiters." + std::to_string(t) + "." + std::to_string(i), &in[i],
+              &out[i], shape, DataType::kFloat32, ReduceOp::kSum);
+        }
+        for (int i = 0; i < kPerStep; ++i) {
+          if (t == 0) {
+            if (!h[i].Wait().ok()) ++bad[t];
+          } else if (t == 1) {
+            while (!h[i].WaitFor(50e-6)) {
+            }
+            if (!h[i].status().ok()) ++bad[t];
+          } else {
+            while (!h[i].Poll()) std::this_thread::yield();
+            if (!h[i].status().ok()) ++bad[t];
+          }
+          const int n = rt.size();
+          const float want =
+              static_cast<float>(n * (n - 1) / 2 + n * (step + i));
+          if (out[i] != want) ++bad[t];
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(bad[t], 0) << "thread " << t;
+}
+
 }  // namespace
 }  // namespace hvdtune

@@ -284,20 +284,15 @@ void RuntimeImpl::CompleteFinished() {
     }
     busy_count_ -= finished_.size();
   }
-  // Every handle is marked done before any waiter is woken (the
-  // references kept until then hold the states alive).
+  // Every handle is marked done before any waiter is woken, once.
+  bool any_done = false;
   for (Finished& f : finished_) {
     // The entry keeps its name and shape buffers for reuse (RunCycle).
     std::shared_ptr<HandleState> handle = std::move(slots_[f.id].handle);
-    if (handle->Finish(std::move(f.status))) {
-      completed_.push_back(std::move(handle));
-    }
+    any_done |= handle->Finish(std::move(f.status));
   }
   finished_.clear();
-  for (const std::shared_ptr<HandleState>& handle : completed_) {
-    handle->cv.notify_all();
-  }
-  completed_.clear();
+  if (any_done) handle_pool_.completion().NotifyAll();
 }
 
 void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {

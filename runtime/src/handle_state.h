@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -35,11 +36,57 @@ struct WaitSignal {
   }
 };
 
-/// Completion state shared by a Handle and the cycle thread.
-struct HandleState {
+/// Where threads wait for handles to finish: one for all the handles of a
+/// runtime (its pool's), so that a handle state needs no condition variable
+/// of its own to set up and tear down, and a batch of completions wakes the
+/// waiters once. A waiter is woken by every batch and checks its handle.
+struct CompletionSignal {
   std::mutex mu;
   std::condition_variable cv;
-  bool done = false;
+  /// Threads inside Wait(): a batch with none to wake takes no lock.
+  std::atomic<int> waiters{0};
+
+  /// After `done` was set on some handles: wakes whoever waits. With the
+  /// waiter's increment of `waiters` before it reads `done`, and the store of
+  /// `done` before this read (both sequentially consistent), one of the two
+  /// sees the other: a waiter is never left sleeping on a finished handle.
+  void NotifyAll() {
+    if (waiters.load() == 0) return;
+    { std::lock_guard<std::mutex> lock(mu); }
+    cv.notify_all();
+  }
+  /// Blocks until `done` is set.
+  void Wait(const std::atomic<bool>& done) {
+    std::unique_lock<std::mutex> lock(mu);
+    waiters.fetch_add(1);
+    cv.wait(lock, [&] { return done.load(); });
+    waiters.fetch_sub(1);
+  }
+  /// Blocks until `done` is set or `deadline` passes; true if done.
+  bool WaitUntil(const std::atomic<bool>& done,
+                 std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mu);
+    waiters.fetch_add(1);
+    const bool finished =
+        cv.wait_until(lock, deadline, [&] { return done.load(); });
+    waiters.fetch_sub(1);
+    return finished;
+  }
+  /// For handle states made outside a runtime (finished when made).
+  static CompletionSignal& Shared() {
+    static CompletionSignal signal;
+    return signal;
+  }
+};
+
+/// Completion state shared by a Handle and the cycle thread.
+struct HandleState {
+  /// Guards the fields below while the handle is unfinished.
+  std::mutex mu;
+  /// Set, with `mu` held, after everything a waiter reads (the status and
+  /// an allgather's output); read without the lock by the fast paths of
+  /// Wait and Poll, which then skip `mu` altogether.
+  std::atomic<bool> done{false};
   Status status = Status::InProgress();
   std::vector<std::uint8_t> output;
   std::vector<std::int64_t> output_shape;
@@ -49,34 +96,40 @@ struct HandleState {
   /// The runtime's where it gathers bursts (RuntimeImpl::GatherArrivals);
   /// null elsewhere, and for handles that never entered a queue.
   WaitSignal* signal = nullptr;
+  /// The runtime's handle pool's; null for states made outside one.
+  CompletionSignal* completion = nullptr;
+
+  CompletionSignal& completion_signal() const {
+    return completion ? *completion : CompletionSignal::Shared();
+  }
 
   /// Before blocking on the handle: tells the runtime, if unfinished.
   void AboutToWait() {
-    if (!signal) return;
+    if (!signal || done.load(std::memory_order_acquire)) return;
     std::lock_guard<std::mutex> lock(mu);
     NotifyIfUnfinishedLocked();
   }
   /// The same with `mu` held (polling).
   void NotifyIfUnfinishedLocked() {
-    if (!done && signal) signal->Notify();
+    if (!done.load(std::memory_order_relaxed) && signal) signal->Notify();
   }
 
   /// Records one tensor's result; the handle is done after the last one,
   /// with the first failure (if any) as its status.
   void Complete(Status s) {
-    if (Finish(std::move(s))) cv.notify_all();
+    if (Finish(std::move(s))) completion_signal().NotifyAll();
   }
   /// Complete() without waking the waiters: true when the handle is done
-  /// now, and then the caller notifies `cv` (after finishing a batch, so
-  /// that a thread waiting on one handle after another finds the rest done
-  /// instead of sleeping and waking once per handle).
+  /// now, and then the caller notifies its CompletionSignal (after finishing
+  /// a batch, so that a thread waiting on one handle after another finds the
+  /// rest done instead of sleeping and waking once per handle).
   bool Finish(Status s) {
     std::lock_guard<std::mutex> lock(mu);
-    if (done) return false;
+    if (done.load(std::memory_order_relaxed)) return false;
     if (!s.ok() && first_error.ok()) first_error = std::move(s);
     if (--parts_left > 0) return false;
     status = first_error;
-    done = true;
+    done.store(true);  // sequentially consistent: see NotifyAll
     return true;
   }
 };
@@ -88,18 +141,32 @@ struct HandleState {
 /// blocks are freed when the pool and every handle of it are gone.
 class HandleStatePool {
  public:
-  HandleStatePool() : blocks_(std::make_shared<Blocks>()) {}
+  HandleStatePool() : blocks_(new Blocks) {}
+  ~HandleStatePool() { blocks_->Release(); }
+  HandleStatePool(const HandleStatePool&) = delete;
+  HandleStatePool& operator=(const HandleStatePool&) = delete;
+
   std::shared_ptr<HandleState> Make() const {
-    return std::allocate_shared<HandleState>(Allocator<HandleState>(blocks_));
+    std::shared_ptr<HandleState> state =
+        std::allocate_shared<HandleState>(Allocator<HandleState>(blocks_));
+    state->completion = &blocks_->completion;
+    return state;
   }
+  /// Where the pool's handles are waited for: lives as long as any of them.
+  CompletionSignal& completion() const { return blocks_->completion; }
 
  private:
+  // Counts its owners itself (the pool, and each block handed out), so
+  // that an allocator is a plain pointer: copying one, which
+  // allocate_shared does several times per state, touches no shared count.
   class Blocks {
    public:
-    ~Blocks() {
-      for (void* p : free_) ::operator delete(p);
-    }
+    /// Touched by the cycle thread once per batch of completions; kept off
+    /// the cache lines the submitting thread writes per handle.
+    alignas(64) CompletionSignal completion;
+
     void* Get(std::size_t bytes) {
+      refs_.fetch_add(1, std::memory_order_relaxed);
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (bytes == size_ && !free_.empty()) {
@@ -112,26 +179,37 @@ class HandleStatePool {
       return ::operator new(bytes);
     }
     void Put(void* p, std::size_t bytes) {
+      bool pooled = false;
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (bytes == size_) {
           free_.push_back(p);
-          return;
+          pooled = true;
         }
       }
-      ::operator delete(p);
+      if (!pooled) ::operator delete(p);
+      Release();
+    }
+    /// Drops one owner; the last one frees the blocks.
+    void Release() {
+      if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
     }
 
    private:
-    std::mutex mu_;
-    std::size_t size_ = 0;  // the one block size pooled
+    ~Blocks() {
+      for (void* p : free_) ::operator delete(p);
+    }
+
+    alignas(64) std::mutex mu_;
+    std::atomic<std::size_t> refs_{1};  // the pool's
+    std::size_t size_ = 0;              // the one block size pooled
     std::vector<void*> free_;
   };
   template <typename T>
   struct Allocator {
     using value_type = T;
-    std::shared_ptr<Blocks> blocks;
-    explicit Allocator(std::shared_ptr<Blocks> b) : blocks(std::move(b)) {}
+    Blocks* blocks;
+    explicit Allocator(Blocks* b) : blocks(b) {}
     template <typename U>
     Allocator(const Allocator<U>& o) : blocks(o.blocks) {}  // NOLINT
     T* allocate(std::size_t n) {
@@ -144,7 +222,7 @@ class HandleStatePool {
       return blocks == o.blocks;
     }
   };
-  std::shared_ptr<Blocks> blocks_;
+  Blocks* blocks_;
 };
 
 }  // namespace hvdtune::internal

@@ -152,6 +152,8 @@ EntrySpec Spec(std::string_view name, CollectiveType type, DataType dtype,
 
 bool Handle::Poll() const {
   if (!state_) return true;
+  // Finished: no lock (what a caller reads next was written before `done`).
+  if (state_->done.load(std::memory_order_acquire)) return true;
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->NotifyIfUnfinishedLocked();
   return state_->done;
@@ -159,22 +161,27 @@ bool Handle::Poll() const {
 
 Status Handle::Wait() const {
   if (!state_) return Status::InvalidArgument("empty handle");
+  // The common case once completions come in batches: already finished.
+  if (state_->done.load(std::memory_order_acquire)) return state_->status;
   state_->AboutToWait();
-  std::unique_lock<std::mutex> lock(state_->mu);
-  state_->cv.wait(lock, [&] { return state_->done; });
+  state_->completion_signal().Wait(state_->done);
   return state_->status;
 }
 
 bool Handle::WaitFor(double seconds) const {
   if (!state_) return true;
+  if (state_->done.load(std::memory_order_acquire)) return true;
   state_->AboutToWait();
-  std::unique_lock<std::mutex> lock(state_->mu);
-  return state_->cv.wait_for(lock, std::chrono::duration<double>(seconds),
-                             [&] { return state_->done; });
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(seconds));
+  return state_->completion_signal().WaitUntil(state_->done, deadline);
 }
 
 Status Handle::status() const {
   if (!state_) return Status::InvalidArgument("empty handle");
+  if (state_->done.load(std::memory_order_acquire)) return state_->status;
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->status;
 }

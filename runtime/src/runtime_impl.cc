@@ -152,7 +152,6 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
   std::shared_ptr<HandleState> state = handle_pool_.Make();
   // Waits on the handle are news only to a cycle thread that gathers.
   if (gather_arrivals_) state->signal = &signal_;
-  Handle handle(state);
   const double now = RuntimeClock();
   std::unique_lock<std::mutex> lock(mu_);
   if (!running_) {
@@ -160,7 +159,7 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
         stop_reason_.ok()
             ? std::string("hvdtune runtime is shut down")
             : "hvdtune runtime stopped: " + stop_reason_.message()));
-    return handle;
+    return Handle(std::move(state));
   }
   const std::size_t first = queue_size_;
   if (queue_.size() < first + specs.size()) queue_.resize(first + specs.size());
@@ -175,7 +174,7 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
           "tensor '" + std::string(spec.name) +
           "' is in device memory but there is no NCCL backend: " +
           nccl_unavailable_.message()));
-      return handle;
+      return Handle(std::move(state));
     }
   }
   // One hash of the name per submission; the cycle thread works with the
@@ -197,7 +196,7 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
       state->Complete(Status::InvalidArgument(
           "a collective named '" + std::string(spec.name) +
           "' is already in flight on this rank"));
-      return handle;
+      return Handle(std::move(state));
     }
     busy_[id] = 1;  // also catches a name twice in one group
     queue_[first + i].request.id = id;
@@ -224,7 +223,7 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
   queue_size_ = first + specs.size();
   lock.unlock();
   if (wake) work_cv_.notify_one();
-  return handle;
+  return Handle(std::move(state));
 }
 
 KnobSettings RuntimeImpl::knobs() const {

@@ -147,8 +147,6 @@ class RuntimeImpl final : public ExecutionListener {
   std::vector<const Request*> requests_;
   Controller::CycleResult cycle_result_;
   std::vector<TensorEntry*> ready_entries_;
-  /// Handles done in this CompleteFinished(), to notify (reused).
-  std::vector<std::shared_ptr<HandleState>> completed_;
   /// Tensors finished but not yet completed (CompleteFinished()).
   struct Finished {
     TensorId id;
