@@ -28,6 +28,7 @@
 #include "bench_common.h"
 #include "hvdtune/runtime.h"
 #include "hvdtune/types.h"
+#include "thread_handoff.h"
 
 namespace hvdtune::bench {
 namespace {
@@ -47,6 +48,9 @@ struct Options {
   /// Also time the floor of any runtime that agrees on what is ready before
   /// it runs it: one negotiation-sized allreduce, then the data's.
   bool negotiation_floor = false;
+  /// Also time that floor run by a second thread that the caller hands each
+  /// call to and waits for: the floor of a runtime with a background thread.
+  bool thread_floor = false;
 };
 
 // Iterations per timed loop when --iters is not given: about 64 MiB of data
@@ -100,6 +104,7 @@ struct Measurement {
   std::int64_t count = 0;
   std::vector<double> raw_seconds;
   std::vector<double> floor_seconds;
+  std::vector<double> thread_floor_seconds;
   // One sample vector per algorithm.
   std::vector<std::vector<double>> hvd_seconds;
 };
@@ -151,9 +156,13 @@ class Bench {
   // runs with none alive: an idle runtime's cycle thread negotiates every
   // cycle, which would slow down raw MPI calls sharing the cores.
   void Run() {
-    // 0 = mpi_raw, then the algorithms, then the negotiation floor.
+    // 0 = mpi_raw, then the algorithms, then the floors asked for.
     const std::size_t algos = opt_.algorithms.size();
-    const std::size_t phases = algos + 1 + (opt_.negotiation_floor ? 1 : 0);
+    const std::size_t floors = opt_.negotiation_floor + opt_.thread_floor;
+    const std::size_t phases = algos + 1 + floors;
+    // A floor's phase, or 0 (raw MPI's, never taken for it) if not asked.
+    const std::size_t floor_phase = opt_.negotiation_floor ? algos + 1 : 0;
+    const std::size_t thread_phase = opt_.thread_floor ? algos + floors : 0;
     for (Measurement& m : sizes_) {
       const std::int64_t iters = ItersFor(opt_, m.bytes);
       for (std::int64_t r = 0; r < opt_.repeats; ++r) {
@@ -161,8 +170,10 @@ class Bench {
           const std::size_t phase = (k + static_cast<std::size_t>(r)) % phases;
           if (phase == 0) {
             m.raw_seconds.push_back(TimeRaw(m, iters, r == 0));
-          } else if (phase == algos + 1) {
+          } else if (phase == floor_phase) {
             m.floor_seconds.push_back(TimeFloor(m, iters));
+          } else if (phase == thread_phase) {
+            m.thread_floor_seconds.push_back(TimeThreadFloor(m, iters));
           } else {
             m.hvd_seconds[phase - 1].push_back(
                 TimeHvdtune(m, opt_.algorithms[phase - 1], iters, r == 0));
@@ -203,18 +214,28 @@ class Bench {
   // The runtime's negotiation message at the default cache capacity: a
   // flags word, the hit bits and the invalid bits, ANDed.
   double TimeFloor(const Measurement& m, std::int64_t iters) {
-    const auto words =
-        static_cast<std::size_t>(KnobSettings().cache_capacity() + 63) / 64;
-    std::vector<std::uint64_t> bits(1 + 2 * words);
-    const auto floor = [&] {
-      std::fill(bits.begin(), bits.end(), ~std::uint64_t{0});
-      MPI_Allreduce(MPI_IN_PLACE, bits.data(), static_cast<int>(bits.size()),
-                    MPI_UINT64_T, MPI_BAND, MPI_COMM_WORLD);
-      MPI_Allreduce(input_.get(), output_.get(), static_cast<int>(m.count),
-                    mpi_type_, MPI_SUM, MPI_COMM_WORLD);
-    };
+    const auto floor = [&] { NegotiateThenReduce(m); };
     for (std::int64_t i = 0; i < opt_.warmup; ++i) floor();
     return TimeLoop(iters, floor);
+  }
+
+  void NegotiateThenReduce(const Measurement& m) {
+    const auto words =
+        static_cast<std::size_t>(KnobSettings().cache_capacity() + 63) / 64;
+    bits_.assign(1 + 2 * words, ~std::uint64_t{0});
+    MPI_Allreduce(MPI_IN_PLACE, bits_.data(), static_cast<int>(bits_.size()),
+                  MPI_UINT64_T, MPI_BAND, MPI_COMM_WORLD);
+    MPI_Allreduce(input_.get(), output_.get(), static_cast<int>(m.count),
+                  mpi_type_, MPI_SUM, MPI_COMM_WORLD);
+  }
+
+  // The same on a worker thread, handed each call (the worker lives only
+  // for this loop, so the other loops run without it).
+  double TimeThreadFloor(const Measurement& m, std::int64_t iters) {
+    ThreadHandoff worker([&] { NegotiateThenReduce(m); });
+    const auto call = [&] { worker.Call(); };
+    for (std::int64_t i = 0; i < opt_.warmup; ++i) call();
+    return TimeLoop(iters, call);
   }
 
   double TimeHvdtune(const Measurement& m, const std::string& algorithm,
@@ -268,6 +289,9 @@ class Bench {
       if (!m.floor_seconds.empty()) {
         PrintJsonRow("negotiation_floor", m.bytes, Median(m.floor_seconds));
       }
+      if (!m.thread_floor_seconds.empty()) {
+        PrintJsonRow("thread_floor", m.bytes, Median(m.thread_floor_seconds));
+      }
     }
     std::cout << std::flush;
   }
@@ -298,10 +322,11 @@ class Bench {
       fmt::print("  {:>29}       ", a);
     }
     if (opt_.negotiation_floor) fmt::print("  {:>29}       ", "floor");
+    if (opt_.thread_floor) fmt::print("  {:>29}       ", "thread_floor");
     fmt::print("\n{:>12} {:>12} {:>8}  {:>10} {:>9} {:>8}", "size(B)", "count",
                "type", "time(us)", "algbw", "busbw");
     const std::size_t columns =
-        opt_.algorithms.size() + (opt_.negotiation_floor ? 1 : 0);
+        opt_.algorithms.size() + opt_.negotiation_floor + opt_.thread_floor;
     for (std::size_t a = 0; a < columns; ++a) {
       fmt::print("  {:>10} {:>9} {:>8} {:>6}", "time(us)", "algbw", "busbw",
                  "ratio");
@@ -320,8 +345,10 @@ class Bench {
         fmt::print("  {:10.1f} {:9.3f} {:8.3f} {:6.3f}", hvd.time_us,
                    hvd.algbw_gbps, hvd.busbw_gbps, ratio);
       }
-      if (!m.floor_seconds.empty()) {
-        const Row f = MakeRow(m.bytes, Median(m.floor_seconds), size_);
+      for (const std::vector<double>* floor :
+           {&m.floor_seconds, &m.thread_floor_seconds}) {
+        if (floor->empty()) continue;
+        const Row f = MakeRow(m.bytes, Median(*floor), size_);
         fmt::print("  {:10.1f} {:9.3f} {:8.3f} {:6.3f}", f.time_us,
                    f.algbw_gbps, f.busbw_gbps, f.busbw_gbps / raw.busbw_gbps);
       }
@@ -358,6 +385,7 @@ class Bench {
   std::unique_ptr<std::uint8_t, FreeDeleter> input_;
   std::unique_ptr<std::uint8_t, FreeDeleter> output_;
   std::vector<Measurement> sizes_;
+  std::vector<std::uint64_t> bits_;  // the floors' negotiation message
 };
 
 int Main(MpiSession& mpi, int argc, char** argv) {
@@ -402,6 +430,10 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                "1,024-bit AND allreduce, the runtime's at the default cache "
                "capacity): the floor of any runtime that agrees on what is "
                "ready before running it");
+  app.add_flag("--thread-floor", opt.thread_floor,
+               "also time that floor on a second thread that each call is "
+               "handed to and waited for (condition variables both ways): "
+               "the floor of a runtime with a background thread");
   app.add_flag("--json", opt.json,
                "print one JSON object per row instead of the table");
   if (!ParseFlags(app, argc, argv, mpi.rank())) return 0;
