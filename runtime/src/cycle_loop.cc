@@ -284,15 +284,18 @@ void RuntimeImpl::CompleteFinished() {
     }
     busy_count_ -= finished_.size();
   }
-  // Every handle is marked done before any waiter is woken, once.
-  bool any_done = false;
+  // Every handle is marked done before any waiter is woken, once, and only
+  // if a thread sleeps on one of them.
+  bool wake = false;
   for (Finished& f : finished_) {
     // The entry keeps its name and shape buffers for reuse (RunCycle).
     std::shared_ptr<HandleState> handle = std::move(slots_[f.id].handle);
-    any_done |= handle->Finish(std::move(f.status));
+    if (handle->Finish(std::move(f.status)) && handle->waited.load()) {
+      wake = true;
+    }
   }
   finished_.clear();
-  if (any_done) handle_pool_.completion().NotifyAll();
+  if (wake) handle_pool_.completion().NotifyAll();
 }
 
 void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {

@@ -38,39 +38,37 @@ struct WaitSignal {
 
 /// Where threads wait for handles to finish: one for all the handles of a
 /// runtime (its pool's), so that a handle state needs no condition variable
-/// of its own to set up and tear down, and a batch of completions wakes the
-/// waiters once. A waiter is woken by every batch and checks its handle.
+/// of its own to set up and tear down. A thread that blocks marks its
+/// handle `waited` first; a batch of completions wakes the sleepers once,
+/// and only if it finished a handle somebody waits on (a wake-up for any
+/// other would take a core from the application for nothing).
+///
+/// No lost wake-up: the waiter stores `waited` and then reads `done`; the
+/// finisher stores `done` and then reads `waited` (all sequentially
+/// consistent), so at least one of them sees the other's store. If the
+/// finisher does, it wakes the sleepers after taking `mu`, which the waiter
+/// holds from its read of `done` until it sleeps.
 struct CompletionSignal {
   std::mutex mu;
   std::condition_variable cv;
-  /// Threads inside Wait(): a batch with none to wake takes no lock.
-  std::atomic<int> waiters{0};
 
-  /// After `done` was set on some handles: wakes whoever waits. With the
-  /// waiter's increment of `waiters` before it reads `done`, and the store of
-  /// `done` before this read (both sequentially consistent), one of the two
-  /// sees the other: a waiter is never left sleeping on a finished handle.
+  /// Wakes every sleeping waiter (each checks its own handle).
   void NotifyAll() {
-    if (waiters.load() == 0) return;
     { std::lock_guard<std::mutex> lock(mu); }
     cv.notify_all();
   }
   /// Blocks until `done` is set.
-  void Wait(const std::atomic<bool>& done) {
+  void Wait(std::atomic<bool>& waited, const std::atomic<bool>& done) {
     std::unique_lock<std::mutex> lock(mu);
-    waiters.fetch_add(1);
+    waited.store(true);
     cv.wait(lock, [&] { return done.load(); });
-    waiters.fetch_sub(1);
   }
   /// Blocks until `done` is set or `deadline` passes; true if done.
-  bool WaitUntil(const std::atomic<bool>& done,
+  bool WaitUntil(std::atomic<bool>& waited, const std::atomic<bool>& done,
                  std::chrono::steady_clock::time_point deadline) {
     std::unique_lock<std::mutex> lock(mu);
-    waiters.fetch_add(1);
-    const bool finished =
-        cv.wait_until(lock, deadline, [&] { return done.load(); });
-    waiters.fetch_sub(1);
-    return finished;
+    waited.store(true);
+    return cv.wait_until(lock, deadline, [&] { return done.load(); });
   }
   /// For handle states made outside a runtime (finished when made).
   static CompletionSignal& Shared() {
@@ -87,6 +85,8 @@ struct HandleState {
   /// an allgather's output); read without the lock by the fast paths of
   /// Wait and Poll, which then skip `mu` altogether.
   std::atomic<bool> done{false};
+  /// Set by a thread about to sleep on this handle (see CompletionSignal).
+  std::atomic<bool> waited{false};
   Status status = Status::InProgress();
   std::vector<std::uint8_t> output;
   std::vector<std::int64_t> output_shape;
@@ -117,12 +117,13 @@ struct HandleState {
   /// Records one tensor's result; the handle is done after the last one,
   /// with the first failure (if any) as its status.
   void Complete(Status s) {
-    if (Finish(std::move(s))) completion_signal().NotifyAll();
+    if (Finish(std::move(s)) && waited.load()) completion_signal().NotifyAll();
   }
   /// Complete() without waking the waiters: true when the handle is done
-  /// now, and then the caller notifies its CompletionSignal (after finishing
-  /// a batch, so that a thread waiting on one handle after another finds the
-  /// rest done instead of sleeping and waking once per handle).
+  /// now, and then, if `waited` is set, the caller notifies its
+  /// CompletionSignal (after finishing a batch, so that a thread waiting on
+  /// one handle after another finds the rest done instead of sleeping and
+  /// waking once per handle).
   bool Finish(Status s) {
     std::lock_guard<std::mutex> lock(mu);
     if (done.load(std::memory_order_relaxed)) return false;

@@ -164,7 +164,7 @@ Status Handle::Wait() const {
   // The common case once completions come in batches: already finished.
   if (state_->done.load(std::memory_order_acquire)) return state_->status;
   state_->AboutToWait();
-  state_->completion_signal().Wait(state_->done);
+  state_->completion_signal().Wait(state_->waited, state_->done);
   return state_->status;
 }
 
@@ -176,7 +176,8 @@ bool Handle::WaitFor(double seconds) const {
       std::chrono::steady_clock::now() +
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
           std::chrono::duration<double>(seconds));
-  return state_->completion_signal().WaitUntil(state_->done, deadline);
+  return state_->completion_signal().WaitUntil(state_->waited, state_->done,
+                                               deadline);
 }
 
 Status Handle::status() const {
