@@ -1,13 +1,19 @@
-// The benches' command-line validators and JSON rows, without MPI.
+// The benches' command-line validators, JSON rows and thread floor worker,
+// without MPI.
 
 #include "bench_common.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <limits>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
+
+#include "thread_handoff.h"
 
 namespace hvdtune::bench {
 namespace {
@@ -184,6 +190,27 @@ TEST(JsonLine, AnyStringGivesValidJson) {
   const std::string line = JsonLine({{"workload", "caf\xe9.txt"}});
   EXPECT_EQ(nlohmann::json::parse(line).at("workload").get<std::string>(),
             "caf\xef\xbf\xbd.txt");
+}
+
+// The thread floor's worker: each Call() runs the work once, on the
+// worker's thread, and returns only after it has finished.
+TEST(ThreadHandoff, RunsEachCallOnceOnItsThreadAndWaitsForIt) {
+  std::atomic<int> runs{0};
+  std::atomic<bool> on_caller{false};
+  const std::thread::id caller = std::this_thread::get_id();
+  {
+    ThreadHandoff worker([&] {
+      if (std::this_thread::get_id() == caller) on_caller = true;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      runs.fetch_add(1);
+    });
+    for (int i = 1; i <= 50; ++i) {
+      worker.Call();
+      ASSERT_EQ(runs.load(), i);
+    }
+  }
+  EXPECT_EQ(runs.load(), 50);
+  EXPECT_FALSE(on_caller.load());
 }
 
 }  // namespace
