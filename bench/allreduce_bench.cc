@@ -220,9 +220,7 @@ class Bench {
   }
 
   void NegotiateThenReduce(const Measurement& m) {
-    const auto words =
-        static_cast<std::size_t>(KnobSettings().cache_capacity() + 63) / 64;
-    bits_.assign(1 + 2 * words, ~std::uint64_t{0});
+    std::fill(bits_.begin(), bits_.end(), ~std::uint64_t{0});
     MPI_Allreduce(MPI_IN_PLACE, bits_.data(), static_cast<int>(bits_.size()),
                   MPI_UINT64_T, MPI_BAND, MPI_COMM_WORLD);
     MPI_Allreduce(input_.get(), output_.get(), static_cast<int>(m.count),
@@ -385,7 +383,10 @@ class Bench {
   std::unique_ptr<std::uint8_t, FreeDeleter> input_;
   std::unique_ptr<std::uint8_t, FreeDeleter> output_;
   std::vector<Measurement> sizes_;
-  std::vector<std::uint64_t> bits_;  // the floors' negotiation message
+  // The floors' negotiation message, sized once.
+  std::vector<std::uint64_t> bits_ = std::vector<std::uint64_t>(
+      1 +
+      2 * static_cast<std::size_t>(KnobSettings().cache_capacity() + 63) / 64);
 };
 
 int Main(MpiSession& mpi, int argc, char** argv) {

@@ -290,9 +290,7 @@ void RuntimeImpl::CompleteFinished() {
   for (Finished& f : finished_) {
     // The entry keeps its name and shape buffers for reuse (RunCycle).
     std::shared_ptr<HandleState> handle = std::move(slots_[f.id].handle);
-    if (handle->Finish(std::move(f.status)) && handle->waited.load()) {
-      wake = true;
-    }
+    if (handle->Finish(std::move(f.status))) wake = true;
   }
   finished_.clear();
   if (wake) handle_pool_.completion().NotifyAll();

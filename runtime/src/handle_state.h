@@ -117,10 +117,10 @@ struct HandleState {
   /// Records one tensor's result; the handle is done after the last one,
   /// with the first failure (if any) as its status.
   void Complete(Status s) {
-    if (Finish(std::move(s)) && waited.load()) completion_signal().NotifyAll();
+    if (Finish(std::move(s))) completion_signal().NotifyAll();
   }
   /// Complete() without waking the waiters: true when the handle is done
-  /// now, and then, if `waited` is set, the caller notifies its
+  /// now and a thread sleeps on it, and then the caller notifies its
   /// CompletionSignal (after finishing a batch, so that a thread waiting on
   /// one handle after another finds the rest done instead of sleeping and
   /// waking once per handle).
@@ -130,8 +130,8 @@ struct HandleState {
     if (!s.ok() && first_error.ok()) first_error = std::move(s);
     if (--parts_left > 0) return false;
     status = first_error;
-    done.store(true);  // sequentially consistent: see NotifyAll
-    return true;
+    done.store(true);  // sequentially consistent: see CompletionSignal
+    return waited.load();
   }
 };
 
