@@ -5,15 +5,18 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <limits>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "thread_handoff.h"
+#include "workloads.h"
 
 namespace hvdtune::bench {
 namespace {
@@ -194,6 +197,35 @@ TEST(JsonLine, AnyStringGivesValidJson) {
 
 // The thread floor's worker: each Call() runs the work once, on the
 // worker's thread, and returns only after it has finished.
+TEST(ManySmall, SplitsTheSameElementsIntoAnyCountOfTensors) {
+  const std::vector<TensorSpec> standard = ManySmallTensors("--n", 1000);
+  ASSERT_EQ(standard.size(), 1000u);
+  for (const TensorSpec& t : standard) EXPECT_EQ(t.count, 1024);
+  EXPECT_EQ(LoadBuiltinWorkload("--w", "many-small", "").size(), 1000u);
+  for (const std::int64_t count : {1, 7, 100, 999}) {
+    const std::vector<TensorSpec> tensors = ManySmallTensors("--n", count);
+    ASSERT_EQ(tensors.size(), static_cast<std::size_t>(count));
+    std::int64_t total = 0, least = tensors[0].count, most = least;
+    std::set<std::string> names;
+    for (const TensorSpec& t : tensors) {
+      total += t.count;
+      least = std::min(least, t.count);
+      most = std::max(most, t.count);
+      names.insert(t.name);
+    }
+    EXPECT_EQ(total, kManySmallElements) << count;
+    EXPECT_LE(most - least, 1) << count;
+    EXPECT_EQ(names.size(), tensors.size()) << count;
+  }
+  try {
+    ManySmallTensors("--many-small-count", 0);
+    ADD_FAILURE() << "0 tensors accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--many-small-count: 0 tensors (expected 1 to 1024000)");
+  }
+}
+
 TEST(ThreadHandoff, RunsEachCallOnceOnItsThreadAndWaitsForIt) {
   std::atomic<int> runs{0};
   std::atomic<bool> on_caller{false};

@@ -63,6 +63,8 @@ struct Options {
   std::vector<Mode> modes;
   std::string shapes_dir;
   double scale = 1.0;
+  /// How many tensors many-small's 3.9 MiB are split into.
+  std::int64_t many_small_count = 1000;
   std::int64_t steps = 10;
   std::int64_t warmup = 2;
   std::int64_t repeats = 5;
@@ -72,7 +74,9 @@ struct Options {
 std::vector<TensorSpec> LoadWorkload(const Options& opt,
                                      const std::string& workload) {
   std::vector<TensorSpec> tensors =
-      LoadBuiltinWorkload("--workloads", workload, opt.shapes_dir);
+      workload == "many-small"
+          ? ManySmallTensors("--many-small-count", opt.many_small_count)
+          : LoadBuiltinWorkload("--workloads", workload, opt.shapes_dir);
   ScaleTensors(tensors, opt.scale);
   return tensors;
 }
@@ -195,6 +199,10 @@ int Main(MpiSession& mpi, int argc, char** argv) {
   app.add_option("--scale", opt.scale,
                  "multiply every tensor's element count (at least 1 kept)")
       ->transform(NumberIn(0.0, 1.0, /*min_exclusive=*/true));
+  app.add_option("--many-small-count", opt.many_small_count,
+                 "many-small: the same 3.9 MiB of float32 in this many "
+                 "tensors (1,000 of 4 KiB by default)")
+      ->transform(IntIn(1, kManySmallElements));
   app.add_option("--steps", opt.steps, "timed steps per repeat")
       ->transform(IntIn(1, 1000000));
   app.add_option("--warmup", opt.warmup, "untimed steps before each timed loop")

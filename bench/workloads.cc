@@ -12,18 +12,27 @@
 // bench/CMakeLists.txt.
 
 namespace hvdtune::bench {
-namespace {
-
-constexpr int kManySmallCount = 1000;
-constexpr std::int64_t kManySmallFloats = 1024;  // 4 KiB each
-
-}  // namespace
-
 std::string DefaultShapesDir() {
   const std::filesystem::path source_tree = HVDTUNE_BENCH_DATA_DIR;
   return std::filesystem::is_directory(source_tree)
              ? source_tree.string()
              : std::string(HVDTUNE_BENCH_INSTALLED_DATA_DIR);
+}
+
+std::vector<TensorSpec> ManySmallTensors(std::string_view flag,
+                                         std::int64_t count) {
+  if (count < 1 || count > kManySmallElements) {
+    throw UsageError(fmt::format("{}: {} tensors (expected 1 to {})", flag,
+                                 count, kManySmallElements));
+  }
+  std::vector<TensorSpec> tensors;
+  tensors.reserve(static_cast<std::size_t>(count));
+  const std::int64_t each = kManySmallElements / count;
+  const std::int64_t extra = kManySmallElements % count;
+  for (std::int64_t i = 0; i < count; ++i) {
+    tensors.push_back({IndexedName("small", i), each + (i < extra ? 1 : 0)});
+  }
+  return tensors;
 }
 
 std::vector<TensorSpec> LoadBuiltinWorkload(std::string_view flag,
@@ -35,14 +44,7 @@ std::vector<TensorSpec> LoadBuiltinWorkload(std::string_view flag,
         fmt::format("{}: unknown workload '{}' (expected one of {})", flag,
                     name, fmt::join(kWorkloadNames, ", ")));
   }
-  if (name == "many-small") {
-    std::vector<TensorSpec> tensors;
-    tensors.reserve(kManySmallCount);
-    for (int i = 0; i < kManySmallCount; ++i) {
-      tensors.push_back({IndexedName("small", i), kManySmallFloats});
-    }
-    return tensors;
-  }
+  if (name == "many-small") return ManySmallTensors(flag, 1000);
   if (name == "mixed-precision") {
     std::vector<TensorSpec> tensors = LoadShapesFile(
         (std::filesystem::path(shapes_dir) / "resnet50.txt").string());

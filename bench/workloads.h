@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,16 @@ inline constexpr std::array<std::string_view, 5> kWorkloadNames = {
 /// The directory holding the model shape files: the source tree's data/
 /// when it exists (running from the build tree), else the installed copy.
 std::string DefaultShapesDir();
+
+/// The elements of `many-small`: 1,000 tensors of 4 KiB of float32.
+inline constexpr std::int64_t kManySmallElements = 1000 * 1024;
+
+/// `many-small`'s kManySmallElements float32 elements split into `count`
+/// tensors (named as before; the first ones take one element more where the
+/// split is uneven). Throws UsageError naming `flag` unless 1 <= count <=
+/// kManySmallElements.
+std::vector<TensorSpec> ManySmallTensors(std::string_view flag,
+                                         std::int64_t count);
 
 /// The parameter tensors of built-in workload `name`, in forward order
 /// (backward produces them last to first). `many-small` is 1,000 tensors of
