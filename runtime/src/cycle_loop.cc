@@ -122,13 +122,13 @@ bool RuntimeImpl::RunCycle(bool* stop) {
   }
   requests_.clear();
   for (std::size_t i = 0; i < drained_size_; ++i) {
-    TensorEntry& e = drained_[i];
-    const TensorId id = e.request.id;
+    std::unique_ptr<TensorEntry>& e = drained_[i];
+    const TensorId id = e->request.id;
     if (id >= slots_.size()) slots_.resize(id + 1);
     // The slot's finished entry goes back to the queue as a spare, with
     // its buffers.
-    std::swap(slots_[id], e);
-    requests_.push_back(&slots_[id].request);
+    slots_[id].swap(e);
+    requests_.push_back(&slots_[id]->request);
   }
   const bool had_requests = !requests_.empty();
   Controller::CycleResult& result = cycle_result_;
@@ -174,7 +174,7 @@ bool RuntimeImpl::RunCycle(bool* stop) {
   }
   ready_entries_.clear();
   for (const Response& r : result.ready) {
-    TensorEntry& e = slots_[r.id];
+    TensorEntry& e = *slots_[r.id];
     e.negotiated = negotiated;
     ready_entries_.push_back(&e);
   }
@@ -289,7 +289,7 @@ void RuntimeImpl::CompleteFinished() {
   bool wake = false;
   for (Finished& f : finished_) {
     // The entry keeps its name and shape buffers for reuse (RunCycle).
-    std::shared_ptr<HandleState> handle = std::move(slots_[f.id].handle);
+    std::shared_ptr<HandleState> handle = std::move(slots_[f.id]->handle);
     if (handle->Finish(std::move(f.status))) wake = true;
   }
   finished_.clear();
@@ -328,7 +328,7 @@ void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {
 }
 
 void RuntimeImpl::FailEverything(const Status& s) {
-  std::vector<TensorEntry> queued;
+  std::vector<std::unique_ptr<TensorEntry>> queued;
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = false;
@@ -338,11 +338,11 @@ void RuntimeImpl::FailEverything(const Status& s) {
     std::fill(busy_.begin(), busy_.end(), 0);
     busy_count_ = 0;
   }
-  for (TensorEntry& e : slots_) {
-    if (e.handle) e.handle->Complete(s);
+  for (std::unique_ptr<TensorEntry>& e : slots_) {
+    if (e && e->handle) e->handle->Complete(s);
   }
   slots_.clear();
-  for (TensorEntry& e : queued) e.handle->Complete(s);
+  for (std::unique_ptr<TensorEntry>& e : queued) e->handle->Complete(s);
 }
 
 }  // namespace hvdtune::internal

@@ -79,11 +79,11 @@ struct CompletionSignal {
 
 /// Completion state shared by a Handle and the cycle thread.
 struct HandleState {
-  /// Guards the fields below while the handle is unfinished.
+  /// Orders a poll's or waiter's notification of the runtime (AboutToWait)
+  /// with `done`.
   std::mutex mu;
-  /// Set, with `mu` held, after everything a waiter reads (the status and
-  /// an allgather's output); read without the lock by the fast paths of
-  /// Wait and Poll, which then skip `mu` altogether.
+  /// Set after everything a waiter reads (the status and an allgather's
+  /// output), and read before any of it.
   std::atomic<bool> done{false};
   /// Set by a thread about to sleep on this handle (see CompletionSignal).
   std::atomic<bool> waited{false};
@@ -124,8 +124,12 @@ struct HandleState {
   /// CompletionSignal (after finishing a batch, so that a thread waiting on
   /// one handle after another finds the rest done instead of sleeping and
   /// waking once per handle).
+  ///
+  /// Takes no lock: one thread at a time finishes a state (the cycle
+  /// thread, or the submitting thread before the handle is returned), and
+  /// no other thread reads `status`, `parts_left` or `first_error` before
+  /// `done` is set.
   bool Finish(Status s) {
-    std::lock_guard<std::mutex> lock(mu);
     if (done.load(std::memory_order_relaxed)) return false;
     if (!s.ok() && first_error.ok()) first_error = std::move(s);
     if (--parts_left > 0) return false;

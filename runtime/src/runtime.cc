@@ -182,9 +182,10 @@ bool Handle::WaitFor(double seconds) const {
 
 Status Handle::status() const {
   if (!state_) return Status::InvalidArgument("empty handle");
+  // Unfinished: the status is still the initial one, and the finishing
+  // thread may be writing it.
   if (state_->done.load(std::memory_order_acquire)) return state_->status;
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->status;
+  return Status::InProgress();
 }
 
 const std::vector<std::uint8_t>& Handle::output() const {

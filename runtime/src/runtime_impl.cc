@@ -164,11 +164,15 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
   const std::size_t first = queue_size_;
   if (queue_.size() < first + specs.size()) queue_.resize(first + specs.size());
   for (std::size_t i = 0; i < specs.size(); ++i) {
+    // Made once per queue position or tensor id; reused from then on.
+    if (!queue_[first + i]) queue_[first + i] = std::make_unique<TensorEntry>();
+  }
+  for (std::size_t i = 0; i < specs.size(); ++i) {
     const EntrySpec& spec = specs[i];
     const bool device =
         check_device_pointers_ &&
         (IsDevicePointer(spec.input) || IsDevicePointer(spec.output));
-    queue_[first + i].request.device = device;
+    queue_[first + i]->request.device = device;
     if (device && !nccl_) {
       state->Complete(Status::InvalidArgument(
           "tensor '" + std::string(spec.name) +
@@ -191,7 +195,7 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
     const TensorId id = it->second;
     if (busy_[id]) {
       for (std::size_t j = 0; j < i; ++j) {
-        busy_[queue_[first + j].request.id] = 0;
+        busy_[queue_[first + j]->request.id] = 0;
       }
       state->Complete(Status::InvalidArgument(
           "a collective named '" + std::string(spec.name) +
@@ -199,7 +203,7 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
       return Handle(std::move(state));
     }
     busy_[id] = 1;  // also catches a name twice in one group
-    queue_[first + i].request.id = id;
+    queue_[first + i]->request.id = id;
   }
   state->parts_left = static_cast<int>(specs.size());
   // Nothing of this rank queued or in flight: the cycle thread may be
@@ -217,7 +221,7 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
       specs.size();
   if (wake) arrival_enqueued_ = enqueued;
   for (std::size_t i = 0; i < specs.size(); ++i) {
-    TensorEntry& e = queue_[first + i];
+    TensorEntry& e = *queue_[first + i];
     Fill(specs[i], e.request.id, e.request.device, now, state, &e);
   }
   queue_size_ = first + specs.size();

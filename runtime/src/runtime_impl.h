@@ -6,7 +6,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -100,8 +99,9 @@ class RuntimeImpl final : public ExecutionListener {
   mutable std::mutex mu_;
   /// Entries [0, queue_size_) are queued; the rest are spares whose name and
   /// shape buffers the next submissions reuse (the cycle thread swaps each
-  /// drained entry with its slot's previous one).
-  std::vector<TensorEntry> queue_;
+  /// drained entry with its slot's previous one, or with null the first
+  /// time an id is drained: Enqueue makes the entry then).
+  std::vector<std::unique_ptr<TensorEntry>> queue_;
   std::size_t queue_size_ = 0;
   /// Names interned once (a name's id for as long as the runtime lives) and
   /// which ids are queued or in flight on this rank.
@@ -137,12 +137,13 @@ class RuntimeImpl final : public ExecutionListener {
   Status stop_reason_;
 
   // Cycle thread only.
-  /// In-flight tensors by id (a deque: entries never move, so the
-  /// controller may keep pointers to their requests).
-  std::deque<TensorEntry> slots_;
+  /// In-flight tensors by id. Entries never move (the controller keeps
+  /// pointers to their requests), and a drained entry takes its slot by
+  /// swapping two pointers.
+  std::vector<std::unique_ptr<TensorEntry>> slots_;
   /// Buffers reused every cycle (no per-cycle allocation once warm); the
   /// first drained_size_ entries are this cycle's submissions.
-  std::vector<TensorEntry> drained_;
+  std::vector<std::unique_ptr<TensorEntry>> drained_;
   std::size_t drained_size_ = 0;
   std::vector<const Request*> requests_;
   Controller::CycleResult cycle_result_;
