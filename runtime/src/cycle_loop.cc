@@ -251,8 +251,7 @@ void RuntimeImpl::Finish(TensorEntry& e, Status s, double started,
     t.name = e.request.name;
     t.op = e.request.type;
     t.dtype = e.request.dtype;
-    t.bytes = e.request.NumElements() *
-              static_cast<std::int64_t>(DataTypeSize(e.request.dtype));
+    t.bytes = e.bytes;
     t.enqueued = e.enqueued;
     t.negotiated = e.negotiated;
     t.started = started;

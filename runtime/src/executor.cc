@@ -7,14 +7,6 @@
 #include "reduce.h"
 
 namespace hvdtune::internal {
-namespace {
-
-std::int64_t BytesOf(const Request& r) {
-  return r.NumElements() * static_cast<std::int64_t>(DataTypeSize(r.dtype));
-}
-
-}  // namespace
-
 Executor::Executor(const MpiContext& mpi, const MpiTypes& types, Backend& host,
                    Backend* device)
     : mpi_(mpi),
@@ -33,7 +25,7 @@ ExecutionTotals Executor::Run(const std::vector<Response>& ready,
   items.clear();
   for (std::size_t i = 0; i < ready.size(); ++i) {
     const Response& r = ready[i];
-    items.push_back({r.type, r.dtype, r.op, BytesOf(entries[i]->request),
+    items.push_back({r.type, r.dtype, r.op, entries[i]->bytes,
                      r.kind == Response::Kind::kError, r.device});
   }
   const auto groups =
@@ -86,7 +78,7 @@ void Executor::Allreduce(const std::vector<TensorEntry*>& group,
   std::int64_t bytes = 0;
   for (auto it = group.rbegin(); it != group.rend(); ++it) {
     const TensorEntry* e = *it;
-    const auto b = static_cast<std::size_t>(BytesOf(e->request));
+    const auto b = static_cast<std::size_t>(e->bytes);
     members_.push_back({e->input, e->output, b});
     bytes += static_cast<std::int64_t>(b);
   }
@@ -149,7 +141,7 @@ void Executor::DeviceAllreduce(const std::vector<TensorEntry*>& group,
                                e->request.op);
     }
     const double end = RuntimeClock();
-    const std::int64_t bytes = BytesOf(e->request);
+    const std::int64_t bytes = e->bytes;
     ++totals.collectives;
     totals.bytes += bytes;
     listener.OnCollective({CollectiveType::kAllreduce, algorithm->name(),
@@ -161,7 +153,7 @@ void Executor::DeviceAllreduce(const std::vector<TensorEntry*>& group,
 
 void Executor::Broadcast(TensorEntry& e, ExecutionListener& listener,
                          ExecutionTotals& totals) {
-  const std::int64_t bytes = BytesOf(e.request);
+  const std::int64_t bytes = e.bytes;
   Backend& b = e.request.device ? *device_ : host_;
   const double start = RuntimeClock();
   Status s;

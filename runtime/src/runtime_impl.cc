@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -20,6 +21,19 @@ double RuntimeClock() {
 }  // namespace hvdtune
 
 namespace hvdtune::internal {
+
+double CoarseRuntimeClock() {
+#ifdef CLOCK_MONOTONIC_COARSE
+  // steady_clock is CLOCK_MONOTONIC: the same clock, a tick behind at most.
+  timespec ts;
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0) {
+    return static_cast<double>(ts.tv_sec) +
+           1e-9 * static_cast<double>(ts.tv_nsec);
+  }
+#endif
+  return RuntimeClock();
+}
+
 RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
                          std::string config_error)
     : config_(std::move(config)) {
@@ -58,6 +72,7 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
                    mpi_.local_size, mpi_.cross_rank, mpi_.cross_size,
                    knobs_};
   bus_.Start(info);
+  precise_enqueue_times_ = bus_.wants(EventKind::kTensor);
   running_ = true;
   thread_ = std::thread(&RuntimeImpl::Loop, this);
 }
@@ -139,6 +154,7 @@ void Fill(const EntrySpec& spec, TensorId id, bool device, double now,
   r.waited_seconds = 0;
   r.enqueued = now;
   r.id = id;
+  e->bytes = r.NumElements() * static_cast<std::int64_t>(DataTypeSize(r.dtype));
   e->input = spec.input;
   e->output = spec.output;
   e->handle = state;
@@ -152,7 +168,8 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
   std::shared_ptr<HandleState> state = handle_pool_.Make();
   // Waits on the handle are news only to a cycle thread that gathers.
   if (gather_arrivals_) state->signal = &signal_;
-  const double now = RuntimeClock();
+  const double now =
+      precise_enqueue_times_ ? RuntimeClock() : CoarseRuntimeClock();
   std::unique_lock<std::mutex> lock(mu_);
   if (!running_) {
     state->Complete(Status::Aborted(

@@ -26,6 +26,10 @@
 
 namespace hvdtune::internal {
 
+/// The runtime clock (RuntimeClock) read at the kernel tick's resolution:
+/// several times cheaper where only seconds matter.
+double CoarseRuntimeClock();
+
 class RuntimeImpl final : public ExecutionListener {
  public:
   /// `config_error` is this rank's configuration error (the ranks vote on
@@ -94,6 +98,11 @@ class RuntimeImpl final : public ExecutionListener {
   /// Gather bursts of submissions into one cycle (GatherArrivals): only
   /// where the ranks on this machine each have a hardware thread.
   bool gather_arrivals_ = false;
+  /// A sink wants tensor events (their queue spans): enqueue times come
+  /// from the precise clock. Otherwise only the stall checks read them, in
+  /// seconds, and the coarse clock (the same one, read at a tick's
+  /// resolution, for a fraction of the cost) is enough.
+  bool precise_enqueue_times_ = true;
 
   // Shared with application threads.
   mutable std::mutex mu_;

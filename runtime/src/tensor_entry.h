@@ -16,6 +16,8 @@ struct TensorEntry {
   const void* input = nullptr;
   void* output = nullptr;
   std::shared_ptr<HandleState> handle;
+  /// The tensor's size in bytes (this rank's part, for an allgather).
+  std::int64_t bytes = 0;
   /// Runtime clock: when the application enqueued it, and when every rank
   /// had agreed to run it.
   double enqueued = 0;
