@@ -19,6 +19,7 @@
 #include "gradient_set.h"
 #include "hvdtune/grouping.h"
 #include "hvdtune/runtime.h"
+#include "synthetic_compute.h"
 
 namespace hvdtune::bench {
 
@@ -55,17 +56,10 @@ class SyntheticModel {
   // Backward of layer `i` at `step`: flops_per_param x parameters of
   // multiply-adds on a cache-resident scratch buffer, then the gradient.
   void Backward(std::size_t i, std::int64_t step) {
-    std::int64_t fmas = std::llround(static_cast<double>(tensors_[i].count) *
-                                     flops_per_param_ / 2);
-    float* x = scratch_.data();
-    const auto width = static_cast<std::int64_t>(scratch_.size());
-    while (fmas > 0) {
-      const std::int64_t n = std::min(fmas, width);
-      for (std::int64_t k = 0; k < n; ++k) x[k] = x[k] * 0.999f + 0.001f;
-      fmas -= n;
-    }
-    // Keeps the compiler from dropping the arithmetic as unused.
-    asm volatile("" : : "r"(x) : "memory");
+    SyntheticArithmetic(scratch_.data(),
+                        static_cast<std::int64_t>(scratch_.size()),
+                        std::llround(static_cast<double>(tensors_[i].count) *
+                                     flops_per_param_ / 2));
 
     std::vector<float>& g = grads_[i];
     const float base = static_cast<float>(rank_ + 1);
