@@ -195,8 +195,8 @@ TEST(JsonLine, AnyStringGivesValidJson) {
             "caf\xef\xbf\xbd.txt");
 }
 
-// The thread floor's worker: each Call() runs the work once, on the
-// worker's thread, and returns only after it has finished.
+// fusion_bench --many-small-count: the same elements in any count of
+// tensors, as evenly as they split, with distinct names.
 TEST(ManySmall, SplitsTheSameElementsIntoAnyCountOfTensors) {
   const std::vector<TensorSpec> standard = ManySmallTensors("--n", 1000);
   ASSERT_EQ(standard.size(), 1000u);
@@ -226,6 +226,8 @@ TEST(ManySmall, SplitsTheSameElementsIntoAnyCountOfTensors) {
   }
 }
 
+// The thread floor's worker: each Call() runs the work once, on the
+// worker's thread, and returns only after it has finished.
 TEST(ThreadHandoff, RunsEachCallOnceOnItsThreadAndWaitsForIt) {
   std::atomic<int> runs{0};
   std::atomic<bool> on_caller{false};

@@ -16,9 +16,9 @@ namespace hvdtune::internal {
 
 /// How an application thread tells the cycle thread that it has stopped
 /// submitting for now (it waits for, or polls, a result): a cycle that is
-/// gathering a burst of submissions can start. The runtime's; its handles
-/// point to it and use it only while unfinished (HandleState::AboutToWait),
-/// and the runtime finishes every handle before it goes away.
+/// gathering a burst of submissions can start. The runtime's handle pool's,
+/// so that it lives as long as any handle that points to it: a thread may
+/// poll a handle while another finishes it and shuts the runtime down.
 struct WaitSignal {
   /// Counts waits and polls on unfinished handles.
   std::atomic<std::uint64_t> waits{0};
@@ -79,9 +79,6 @@ struct CompletionSignal {
 
 /// Completion state shared by a Handle and the cycle thread.
 struct HandleState {
-  /// Orders a poll's or waiter's notification of the runtime (AboutToWait)
-  /// with `done`.
-  std::mutex mu;
   /// Set after everything a waiter reads (the status and an allgather's
   /// output), and read before any of it.
   std::atomic<bool> done{false};
@@ -103,15 +100,10 @@ struct HandleState {
     return completion ? *completion : CompletionSignal::Shared();
   }
 
-  /// Before blocking on the handle: tells the runtime, if unfinished.
+  /// Before blocking on, or when polling, the handle: tells the runtime, if
+  /// unfinished.
   void AboutToWait() {
-    if (!signal || done.load(std::memory_order_acquire)) return;
-    std::lock_guard<std::mutex> lock(mu);
-    NotifyIfUnfinishedLocked();
-  }
-  /// The same with `mu` held (polling).
-  void NotifyIfUnfinishedLocked() {
-    if (!done.load(std::memory_order_relaxed) && signal) signal->Notify();
+    if (signal && !done.load(std::memory_order_acquire)) signal->Notify();
   }
 
   /// Records one tensor's result; the handle is done after the last one,
@@ -128,7 +120,8 @@ struct HandleState {
   /// Takes no lock: one thread at a time finishes a state (the cycle
   /// thread, or the submitting thread before the handle is returned), and
   /// no other thread reads `status`, `parts_left` or `first_error` before
-  /// `done` is set.
+  /// `done` is set. What else a waiter or poller touches (`signal`,
+  /// `completion`) lives in the pool, as long as the handle.
   bool Finish(Status s) {
     if (done.load(std::memory_order_relaxed)) return false;
     if (!s.ok() && first_error.ok()) first_error = std::move(s);
@@ -159,6 +152,8 @@ class HandleStatePool {
   }
   /// Where the pool's handles are waited for: lives as long as any of them.
   CompletionSignal& completion() const { return blocks_->completion; }
+  /// How waits on the pool's handles reach the runtime: the same lifetime.
+  WaitSignal& arrivals() const { return blocks_->arrivals; }
 
  private:
   // Counts its owners itself (the pool, and each block handed out), so
@@ -169,6 +164,9 @@ class HandleStatePool {
     /// Touched by the cycle thread once per batch of completions; kept off
     /// the cache lines the submitting thread writes per handle.
     alignas(64) CompletionSignal completion;
+    /// The runtime's (see WaitSignal); written by waiting and polling
+    /// threads.
+    alignas(64) WaitSignal arrivals;
 
     void* Get(std::size_t bytes) {
       refs_.fetch_add(1, std::memory_order_relaxed);

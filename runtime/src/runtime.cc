@@ -156,11 +156,10 @@ EntrySpec Spec(std::string_view name, CollectiveType type, DataType dtype,
 
 bool Handle::Poll() const {
   if (!state_) return true;
-  // Finished: no lock (what a caller reads next was written before `done`).
+  // Finished: what a caller reads next was written before `done`.
   if (state_->done.load(std::memory_order_acquire)) return true;
-  std::lock_guard<std::mutex> lock(state_->mu);
-  state_->NotifyIfUnfinishedLocked();
-  return state_->done;
+  state_->AboutToWait();
+  return state_->done.load(std::memory_order_acquire);
 }
 
 Status Handle::Wait() const {

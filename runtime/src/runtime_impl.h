@@ -138,7 +138,7 @@ class RuntimeImpl final : public ExecutionListener {
   std::uint64_t arrival_enqueued_ = 0;
   /// Tensors enqueued so far (read by the cycle thread while gathering).
   std::atomic<std::uint64_t> enqueued_{0};
-  WaitSignal signal_;
+  WaitSignal& signal_ = handle_pool_.arrivals();
   /// The cycle thread sleeps on it between cycles.
   std::condition_variable work_cv_;
   std::atomic<bool> running_{false};
