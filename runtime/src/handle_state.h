@@ -102,7 +102,7 @@ struct HandleState {
 
   /// Before blocking on, or when polling, the handle: tells the runtime, if
   /// unfinished.
-  void AboutToWait() {
+  void NotifyWaiting() {
     if (signal && !done.load(std::memory_order_acquire)) signal->Notify();
   }
 

@@ -158,7 +158,7 @@ bool Handle::Poll() const {
   if (!state_) return true;
   // Finished: what a caller reads next was written before `done`.
   if (state_->done.load(std::memory_order_acquire)) return true;
-  state_->AboutToWait();
+  state_->NotifyWaiting();
   return state_->done.load(std::memory_order_acquire);
 }
 
@@ -166,7 +166,7 @@ Status Handle::Wait() const {
   if (!state_) return Status::InvalidArgument("empty handle");
   // The common case once completions come in batches: already finished.
   if (state_->done.load(std::memory_order_acquire)) return state_->status;
-  state_->AboutToWait();
+  state_->NotifyWaiting();
   state_->completion_signal().Wait(state_->waited, state_->done);
   return state_->status;
 }
@@ -174,7 +174,7 @@ Status Handle::Wait() const {
 bool Handle::WaitFor(double seconds) const {
   if (!state_) return true;
   if (state_->done.load(std::memory_order_acquire)) return true;
-  state_->AboutToWait();
+  state_->NotifyWaiting();
   const auto deadline =
       std::chrono::steady_clock::now() +
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(

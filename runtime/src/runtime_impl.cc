@@ -181,11 +181,9 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
   const std::size_t first = queue_size_;
   if (queue_.size() < first + specs.size()) queue_.resize(first + specs.size());
   for (std::size_t i = 0; i < specs.size(); ++i) {
+    const EntrySpec& spec = specs[i];
     // Made once per queue position or tensor id; reused from then on.
     if (!queue_[first + i]) queue_[first + i] = std::make_unique<TensorEntry>();
-  }
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    const EntrySpec& spec = specs[i];
     const bool device =
         check_device_pointers_ &&
         (IsDevicePointer(spec.input) || IsDevicePointer(spec.output));
