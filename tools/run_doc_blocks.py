@@ -157,6 +157,57 @@ def run_blocks(args):
     return 1 if failed else 0
 
 
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
+
+
+def slug(heading):
+    """GitHub's anchor of a Markdown heading."""
+    s = heading.strip().lower()
+    s = re.sub(r"[^\w\- ]", "", s)
+    return s.replace(" ", "-")
+
+
+def anchors(path):
+    text = open(path, encoding="utf-8").read()
+    found = set(ANCHOR.findall(text))
+    fenced = False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("#"):
+            found.add(slug(line.lstrip("#")))
+    return found
+
+
+def check_links(args):
+    """Every relative link of the manual names a file that exists and, with
+    a #fragment, a heading (or <a id>) of that file."""
+    source = os.path.realpath(args.source)
+    bad = 0
+    for page in pages(source) + [os.path.join(source, "CHANGELOG.md")]:
+        if not os.path.isfile(page):
+            continue
+        text = open(page, encoding="utf-8").read()
+        text = re.sub(r"```.*?```", "", text, flags=re.S)
+        for target in LINK.findall(text):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            file, _, frag = target.partition("#")
+            path = os.path.normpath(
+                os.path.join(os.path.dirname(page), file)) if file else page
+            where = os.path.relpath(page, source)
+            if not os.path.exists(path):
+                print(f"FAIL {where}: link to missing {target}")
+                bad += 1
+            elif frag and path.endswith(".md") and frag not in anchors(path):
+                print(f"FAIL {where}: no heading for #{frag} in {file or where}")
+                bad += 1
+    print("ok   every relative link resolves" if not bad else
+          f"{bad} broken link(s)")
+    return 1 if bad else 0
+
+
 def check_reference(args):
     page = os.path.join(args.source, "docs", "configuration.md")
     text = open(page, encoding="utf-8").read()
@@ -193,7 +244,11 @@ def main():
     p.add_argument("--check-reference", metavar="HVD_TUNE", dest="hvd_tune",
                    help="instead: compare docs/configuration.md's reference "
                    "with this hvd-tune's `knobs --markdown`")
+    p.add_argument("--check-links", action="store_true",
+                   help="instead: check that every relative link resolves")
     args = p.parse_args()
+    if args.check_links:
+        return check_links(args)
     if args.hvd_tune:
         return check_reference(args)
     if not args.build:
