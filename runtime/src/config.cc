@@ -50,6 +50,13 @@ AutotuneSettings ParseAutotuneSettings(const EnvLookup& env) {
   });
   IfSet(env, "HVDTUNE_AUTOTUNE_RETUNE_DROP", [&](auto var, auto v) {
     s.retune_drop = ParseFloatSetting(var, v, 0.0, 1.0, false);
+    // A drop of 1 (100%) can never happen; the tuner refuses it, so refuse
+    // it here, at init, rather than leave the job silently untuned.
+    if (s.retune_drop >= 1.0) {
+      throw ConfigError("invalid value '" + std::string(v) + "' for " +
+                        std::string(var) +
+                        ": expected a number from 0 to below 1");
+    }
   });
   IfSet(env, "HVDTUNE_AUTOTUNE_RETUNE_WINDOWS",
         [&](auto var, auto v) { s.retune_windows = Int(var, v, 1, 100000); });
@@ -175,7 +182,7 @@ constexpr SettingSpec kSettings[] = {
      "> 0 – 100",
      "Noise level v of the scores: the GP infers its noise variance but "
      "never below (v/10)² of the standardised score variance."},
-    {"Autotuning", "HVDTUNE_AUTOTUNE_RETUNE_DROP", "0.15", "0 – 1",
+    {"Autotuning", "HVDTUNE_AUTOTUNE_RETUNE_DROP", "0.15", "0 to below 1",
      "After freezing, a score this much below the frozen reference counts as "
      "degraded; 0 never re-tunes. Also the drop from a stored score that "
      "makes a job re-tune instead of trusting the store."},
