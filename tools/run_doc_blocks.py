@@ -116,13 +116,14 @@ def run_blocks(args):
     if not todo:
         print("run_doc_blocks: no runnable blocks found", file=sys.stderr)
         return 1
-    failed = 0
+    failed = skipped = 0
     with tempfile.TemporaryDirectory(prefix="hvdtune-docs-") as root:
         tree = scratch_tree(source, build, root)
         for n, (page, line, requires, text) in enumerate(todo):
             where = f"{page}:{line}"
             if requires and not os.path.exists(os.path.join(build, requires)):
                 print(f"SKIP {where}: the build has no {requires}")
+                skipped += 1
                 continue
             # Each block starts in a fresh copy of the tree's root, so files a
             # block writes (a store, a CSV) never leak into another block.
@@ -153,7 +154,9 @@ def run_blocks(args):
                 print(f"FAIL {where}: exit {rc} after {took:.1f} s\n"
                       f"--- block ---\n{text}--- output (last 40 lines) ---")
                 print("\n".join(out.rstrip("\n").split("\n")[-40:]))
-    print(f"{len(todo) - failed} of {len(todo)} runnable blocks passed")
+    ran = len(todo) - skipped
+    print(f"{ran - failed} of {ran} runnable blocks passed"
+          + (f", {skipped} skipped" if skipped else ""))
     return 1 if failed else 0
 
 
