@@ -206,9 +206,42 @@ def check_links(args):
             elif frag and path.endswith(".md") and frag not in anchors(path):
                 print(f"FAIL {where}: no heading for #{frag} in {file or where}")
                 bad += 1
-    print("ok   every relative link resolves" if not bad else
-          f"{bad} broken link(s)")
+    bad += check_variable_names(source)
+    print("ok   every relative link resolves and every variable exists"
+          if not bad else f"{bad} problem(s)")
     return 1 if bad else 0
+
+
+VARIABLE = re.compile(r"\b(?:HOROVOD|HVDTUNE|QUICKSTART)_[A-Z0-9_]*[A-Z0-9]\b")
+CODE_DIRS = ("runtime", "tuner", "store", "metrics", "timeline", "bench",
+             "python", "tools", "tests", "dashboard", "cmake", "examples")
+
+
+def check_variable_names(source):
+    """Every HOROVOD_*/HVDTUNE_* name the manual mentions occurs in the code
+    (a renamed variable must not live on in the docs)."""
+    known = set()
+    paths = [os.path.join(source, "CMakeLists.txt")]
+    for top in CODE_DIRS:
+        for dirpath, dirnames, files in os.walk(os.path.join(source, top)):
+            dirnames[:] = [d for d in dirnames if d != "node_modules"]
+            paths += [os.path.join(dirpath, f) for f in files
+                      if not f.endswith(".md")]
+    for path in paths:
+        try:
+            known.update(VARIABLE.findall(
+                open(path, encoding="utf-8", errors="ignore").read()))
+        except OSError:
+            continue
+    bad = 0
+    for page in pages(source) + [os.path.join(source, "CHANGELOG.md")]:
+        if not os.path.isfile(page):
+            continue
+        for name in sorted(set(VARIABLE.findall(open(page).read())) - known):
+            print(f"FAIL {os.path.relpath(page, source)}: {name} is not a "
+                  "name the code knows")
+            bad += 1
+    return bad
 
 
 def check_reference(args):
@@ -248,7 +281,8 @@ def main():
                    help="instead: compare docs/configuration.md's reference "
                    "with this hvd-tune's `knobs --markdown`")
     p.add_argument("--check-links", action="store_true",
-                   help="instead: check that every relative link resolves")
+                   help="instead: check that every relative link resolves "
+                   "and every HOROVOD_*/HVDTUNE_* name exists in the code")
     args = p.parse_args()
     if args.check_links:
         return check_links(args)
