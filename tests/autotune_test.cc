@@ -68,7 +68,10 @@ TEST(AutotuneSettings, HorovodDefaultsAndStrictParsing) {
            {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "0"},
            {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "-1"},
            {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "lots"},
-           {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0"}}) {
+           {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0"},
+           // The policy needs a drop below 1: refused at init, not later.
+           {"HVDTUNE_AUTOTUNE_RETUNE_DROP", "1"},
+           {"HVDTUNE_AUTOTUNE_RETUNE_DROP", "1.5"}}) {
     try {
       ParseAutotuneSettings(MapEnv({{var, value}}));
       ADD_FAILURE() << var << "=" << value << " accepted";

@@ -5,8 +5,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -143,35 +145,66 @@ TEST(KnobSettings, FormatValue) {
 namespace hvdtune {
 namespace {
 
-// The README's knob table is generated from the knob table and must match
-// it exactly (default, accepted range, tuned range, scale, meaning). To
-// regenerate it after changing the table:
-//   HVDTUNE_UPDATE_README=1 build/tests/unit_tests
-//     --gtest_filter=KnobTable.ReadmeTableIsGeneratedFromTheTable
-TEST(KnobTable, ReadmeTableIsGeneratedFromTheTable) {
-  const std::string path = HVDTUNE_SOURCE_DIR "/README.md";
+// docs/configuration.md holds the configuration reference generated from the
+// knob table and the settings list, between its config-reference markers,
+// and must equal it exactly. To regenerate it after changing either:
+//   HVDTUNE_UPDATE_DOCS=1 build/tests/unit_tests
+//     --gtest_filter=ConfigReference.DocsPageIsGenerated
+TEST(ConfigReference, DocsPageIsGenerated) {
+  const std::string path = HVDTUNE_SOURCE_DIR "/docs/configuration.md";
   std::ifstream in(path);
-  ASSERT_TRUE(in) << "cannot read README.md";
+  ASSERT_TRUE(in) << "cannot read " << path;
   std::stringstream buf;
   buf << in.rdbuf();
-  std::string readme = buf.str();
-  const std::string begin = "<!-- knob-table:begin -->\n";
-  const std::string end = "<!-- knob-table:end -->";
-  const std::size_t a = readme.find(begin);
-  const std::size_t b = readme.find(end);
-  ASSERT_NE(a, std::string::npos) << "README.md has no " << begin;
-  ASSERT_NE(b, std::string::npos) << "README.md has no " << end;
+  std::string page = buf.str();
+  const std::string begin = "<!-- config-reference:begin -->\n";
+  const std::string end = "<!-- config-reference:end -->";
+  const std::size_t a = page.find(begin);
+  const std::size_t b = page.find(end);
+  ASSERT_NE(a, std::string::npos) << path << " has no " << begin;
+  ASSERT_NE(b, std::string::npos) << path << " has no " << end;
   const std::string current =
-      readme.substr(a + begin.size(), b - a - begin.size());
-  const std::string generated = KnobTableMarkdown();
-  if (current != generated && std::getenv("HVDTUNE_UPDATE_README")) {
-    readme.replace(a + begin.size(), b - a - begin.size(), generated);
-    std::ofstream(path) << readme;
+      page.substr(a + begin.size(), b - a - begin.size());
+  const std::string generated = ConfigReferenceMarkdown();
+  if (current != generated && std::getenv("HVDTUNE_UPDATE_DOCS")) {
+    page.replace(a + begin.size(), b - a - begin.size(), generated);
+    std::ofstream(path) << page;
     return;
   }
   EXPECT_EQ(current, generated)
-      << "README.md's knob table differs from the knob table; regenerate it "
-         "with HVDTUNE_UPDATE_README=1 (see this test)";
+      << path << " differs from the knob table and the settings list; "
+      << "regenerate it with HVDTUNE_UPDATE_DOCS=1 (see this test)";
+}
+
+// The reference documents exactly what ParseConfig reads: every HOROVOD_* /
+// HVDTUNE_* variable it asks for is a knob or a listed setting, and every
+// knob and listed setting (but those hvdtune sets for Open MPI) is asked for.
+TEST(ConfigReference, ListsExactlyTheVariablesParseConfigReads) {
+  std::set<std::string> asked;
+  const EnvLookup recording =
+      [&](std::string_view name) -> std::optional<std::string> {
+    asked.insert(std::string(name));
+    return std::nullopt;
+  };
+  ParseConfig(recording);
+  std::set<std::string> read;
+  for (const std::string& name : asked) {
+    if (name.rfind("HOROVOD_", 0) == 0 || name.rfind("HVDTUNE_", 0) == 0) {
+      read.insert(name);
+    }
+  }
+  std::set<std::string> documented;
+  for (const KnobSpec& k : KnobTable()) documented.insert(std::string(k.env));
+  for (const SettingSpec& s : SettingsTable()) {
+    EXPECT_TRUE(documented.insert(std::string(s.env)).second)
+        << s.env << " is listed twice";
+    if (s.section == "Open MPI") {
+      EXPECT_EQ(read.count(std::string(s.env)), 0u)
+          << s.env << " is read by ParseConfig: list it in its own section";
+      documented.erase(std::string(s.env));
+    }
+  }
+  EXPECT_EQ(read, documented);
 }
 
 TEST(KnobTable, MarkdownHasEveryField) {

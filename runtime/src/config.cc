@@ -50,6 +50,13 @@ AutotuneSettings ParseAutotuneSettings(const EnvLookup& env) {
   });
   IfSet(env, "HVDTUNE_AUTOTUNE_RETUNE_DROP", [&](auto var, auto v) {
     s.retune_drop = ParseFloatSetting(var, v, 0.0, 1.0, false);
+    // A drop of 1 (100%) can never happen; the tuner refuses it, so refuse
+    // it here, at init, rather than leave the job silently untuned.
+    if (s.retune_drop >= 1.0) {
+      throw ConfigError("invalid value '" + std::string(v) + "' for " +
+                        std::string(var) +
+                        ": expected a number from 0 to below 1");
+    }
   });
   IfSet(env, "HVDTUNE_AUTOTUNE_RETUNE_WINDOWS",
         [&](auto var, auto v) { s.retune_windows = Int(var, v, 1, 100000); });
@@ -125,6 +132,123 @@ RuntimeConfig ParseConfig(const EnvLookup& env) {
   c.autotune = ParseAutotuneSettings(env);
   c.telemetry = ParseTelemetrySettings(env);
   return c;
+}
+
+}  // namespace hvdtune
+
+namespace hvdtune {
+namespace {
+
+constexpr SettingSpec kSettings[] = {
+    {"Runtime", "HOROVOD_HIERARCHICAL_ALLREDUCE", "unset", "0, 1, true, false",
+     "Horovod's spelling of the algorithm knob: 1 pins allreduce_algorithm "
+     "to hierarchical, 0 to native. Set together with "
+     "HVDTUNE_ALLREDUCE_ALGORITHM, the two must agree."},
+    {"Runtime", "HVDTUNE_RANKS_PER_NODE", "unset (ask MPI)", "1 – 1048576",
+     "Group consecutive ranks into emulated nodes of this many ranks instead "
+     "of asking MPI which ranks share memory; sets local_* and cross_*. All "
+     "traffic stays where MPI puts it (the layout only)."},
+    {"Runtime", "HVDTUNE_FUSION_LOOKAHEAD", "1", "0, 1, true, false",
+     "1: each dtype/op fuses in its own buffer (fp16 and fp32 tensors ready "
+     "in one cycle do not break each other's fusion); 0: a dtype change "
+     "closes the buffer (for comparison)."},
+    {"Runtime", "HOROVOD_STALL_CHECK_TIME_SECONDS", "60", "0 – 1e9",
+     "Rank 0 warns, every this many seconds, about each tensor that some "
+     "ranks submitted and others did not, naming the tensor and the missing "
+     "ranks; every rank also warns while the negotiation waits for ranks "
+     "that stopped calling into hvdtune. 0 = no check."},
+    {"Runtime", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0", "0 – 1e9",
+     "After this long such a tensor fails with STALLED on the ranks that "
+     "submitted it (the job goes on); a negotiation that waits this long for "
+     "stopped ranks stops the runtime: pending handles fail with STALLED and "
+     "shutdown returns. 0 = wait forever."},
+    {"Autotuning", "HOROVOD_AUTOTUNE", "0", "0, 1, true, false",
+     "1 turns on online autotuning of every knob not set in the "
+     "environment."},
+    {"Autotuning", "HOROVOD_AUTOTUNE_LOG", "unset", "a file path",
+     "CSV file written by rank 0, one row per sample: Horovod's columns for "
+     "the knobs that have one, then score (bytes/s), sample, phase, "
+     "timestamp, then every knob by its table name."},
+    {"Autotuning", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "3", "0 – 1000",
+     "Samples measured under the initial knobs before tuning; the last one "
+     "is the initial configuration's score."},
+    {"Autotuning", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "10", "1 – 100000",
+     "Training steps per sample; a sample's score is the median of its "
+     "steps' throughput."},
+    {"Autotuning", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "20", "1 – 10000",
+     "Samples in the exploration budget (the initial configuration counts as "
+     "the first)."},
+    {"Autotuning", "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.8",
+     "> 0 – 100",
+     "Noise level v of the scores: the GP infers its noise variance but "
+     "never below (v/10)² of the standardised score variance."},
+    {"Autotuning", "HVDTUNE_AUTOTUNE_RETUNE_DROP", "0.15", "0 to below 1",
+     "After freezing, a score this much below the frozen reference counts as "
+     "degraded; 0 never re-tunes. Also the drop from a stored score that "
+     "makes a job re-tune instead of trusting the store."},
+    {"Autotuning", "HVDTUNE_AUTOTUNE_RETUNE_WINDOWS", "3", "1 – 100000",
+     "Consecutive degraded samples that re-open tuning around the "
+     "incumbent."},
+    {"Autotuning", "HVDTUNE_AUTOTUNE_SEED", "1", "0 – 2^63-1",
+     "Seed of the optimizer: runs are reproducible for a given sequence of "
+     "scores."},
+    {"Config store", "HOROVOD_AUTOTUNE_DB",
+     "$XDG_STATE_HOME/hvdtune/store.db, else "
+     "$HOME/.local/state/hvdtune/store.db",
+     "a file path",
+     "The config store's SQLite file, read and written by rank 0 only; its "
+     "directory is created when missing."},
+    {"Config store", "HVDTUNE_AUTOTUNE_STORE", "auto", "auto, apply, off",
+     "auto: start from the store and record every sample; apply: apply the "
+     "stored best configuration without tuning (nothing stored: the initial "
+     "knobs, untuned); off: neither read nor write the store."},
+    {"Metrics and timeline", "HOROVOD_METRICS_PORT", "unset (no endpoint)",
+     "0 – 65535",
+     "Base port: a rank serves /metrics on base + its local rank; 0 = any "
+     "free port. Each rank prints its address once; a port in use gives one "
+     "warning and the job goes on without that endpoint."},
+    {"Metrics and timeline", "HVDTUNE_METRICS_ADDRESS", "127.0.0.1",
+     "an IPv4 or IPv6 address",
+     "Address the endpoints bind; 0.0.0.0 for every interface, so that a "
+     "Prometheus on another host can scrape."},
+    {"Metrics and timeline", "HOROVOD_TIMELINE", "unset", "a file path",
+     "Chrome-trace JSON file written by rank 0 (Horovod's timeline "
+     "format)."},
+    {"Metrics and timeline", "HOROVOD_TIMELINE_MARK_CYCLES", "0",
+     "0, 1, true, false",
+     "Also mark the start of every active cycle (CYCLE_START) in the "
+     "timeline."},
+    {"Open MPI", "OMPI_MCA_mpi_yield_when_idle",
+     "1 when hvdtune initialises MPI", "0, 1",
+     "Open MPI's own parameter, set by hvdtune before MPI_Init_thread unless "
+     "already set: a thread waiting inside MPI yields its core instead of "
+     "busy-polling, so the cycle thread does not take the core from the "
+     "training thread. 0 restores busy polling; an application that "
+     "initialises MPI itself decides for itself."},
+};
+
+}  // namespace
+
+std::span<const SettingSpec> SettingsTable() { return kSettings; }
+
+std::string ConfigReferenceMarkdown() {
+  std::string out =
+      "### Knobs\n\nSetting a knob's variable pins it: the tuner never "
+      "changes it.\n\n" +
+      KnobTableMarkdown();
+  std::string_view section;
+  for (const SettingSpec& s : kSettings) {
+    if (s.section != section) {
+      section = s.section;
+      out += "\n### " + std::string(section) +
+             "\n\n| variable | default | accepted | meaning |\n"
+             "|---|---|---|---|\n";
+    }
+    out += "| `" + std::string(s.env) + "` | " + std::string(s.default_text) +
+           " | " + std::string(s.accepted) + " | " +
+           std::string(s.description) + " |\n";
+  }
+  return out;
 }
 
 }  // namespace hvdtune

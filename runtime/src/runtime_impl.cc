@@ -39,7 +39,7 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
   }
   knobs_ = config_.knobs.values;
   cycle_knobs_ = knobs_;
-  // Measured (README, Latency): with a hardware thread per rank, gathering
+  // Measured (docs/benchmarks.md): with a hardware thread per rank, gathering
   // a burst halves the cycles and the negotiation time of a many-tensor
   // step; with more ranks than hardware threads an application thread is
   // often descheduled in the middle of its burst, and waiting for it costs

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "common.h"
 #include "fingerprint_util.h"
+#include "hvdtune/config.h"
 
 namespace hvdtune::cli {
 namespace {
@@ -252,17 +253,18 @@ Command AddKnobsCommand(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "knobs",
       "print the knob table (the single declaration the runtime, "
-      "the tuner, the store and the README use)");
+      "the tuner, the store and the docs use)");
   auto json = std::make_shared<bool>(false);
   auto markdown = std::make_shared<bool>(false);
   auto* j = sub->add_flag("--json", *json, "one JSON object per knob");
   sub->add_flag("--markdown", *markdown,
-                "the README's Markdown table (what generates it)")
+                "the configuration reference in Markdown: the knob table "
+                "and every other setting (docs/configuration.md)")
       ->excludes(j);
   return {
       sub, [json, markdown] {
         if (*markdown) {
-          std::cout << KnobTableMarkdown();
+          std::cout << ConfigReferenceMarkdown();
           return kExitOk;
         }
         Json rows = Json::array();

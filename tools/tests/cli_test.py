@@ -197,10 +197,11 @@ def case_store():
           f"re-import adds nothing: {counts}")
     check(dump(fresh) == before, "re-import changes nothing")
     md = tune("knobs", "--markdown").stdout
-    readme = open(os.path.join(ARGS.source, "README.md")).read()
-    block = readme.split("<!-- knob-table:begin -->\n")[1].split(
-        "<!-- knob-table:end -->")[0]
-    check(md == block, "README's knob table is `hvd-tune knobs --markdown`")
+    page = open(os.path.join(ARGS.source, "docs", "configuration.md")).read()
+    block = page.split("<!-- config-reference:begin -->\n")[1].split(
+        "<!-- config-reference:end -->")[0]
+    check(md == block,
+          "docs/configuration.md's reference is `hvd-tune knobs --markdown`")
     knobs = json.loads(tune("knobs", "--json").stdout)
     check([k["name"] for k in knobs][:2] == ["fusion_threshold", "cycle_time"],
           "knobs --json")

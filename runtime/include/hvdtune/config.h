@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "hvdtune/knobs.h"
 
@@ -100,5 +102,28 @@ TelemetrySettings ParseTelemetrySettings(const EnvLookup& env);
 
 /// Parses the autotune settings alone (part of ParseConfig).
 AutotuneSettings ParseAutotuneSettings(const EnvLookup& env);
+
+/// One setting that is not a knob, as users read it: the variable, its
+/// default, what it accepts and what it does. ParseConfig reads exactly the
+/// variables of the knob table and of this list (a test checks it), and the
+/// configuration reference is generated from the two.
+struct SettingSpec {
+  /// The reference's section: "Runtime", "Autotuning", "Config store",
+  /// "Metrics and timeline", or "Open MPI" (set by hvdtune for Open MPI,
+  /// not read by ParseConfig).
+  std::string_view section;
+  std::string_view env;
+  std::string_view default_text;
+  std::string_view accepted;
+  std::string_view description;
+};
+
+/// Every setting that is not a knob, in the reference's order.
+std::span<const SettingSpec> SettingsTable();
+
+/// The configuration reference in Markdown: the knob table, then one table
+/// per section of SettingsTable(). `hvd-tune knobs --markdown` prints it;
+/// docs/configuration.md holds it between its config-reference markers.
+std::string ConfigReferenceMarkdown();
 
 }  // namespace hvdtune
