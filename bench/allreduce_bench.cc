@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/mpi/mpi_context.h"
 #include "bench_common.h"
+#include "hvdtune/mpi.h"
 #include "hvdtune/runtime.h"
 #include "hvdtune/types.h"
 #include "thread_handoff.h"
@@ -125,7 +125,7 @@ class Bench {
   Bench(const Options& opt, DataType dtype, int rank, int size)
       : opt_(opt),
         dtype_(dtype),
-        mpi_type_(hvdtune::internal::NativeMpiType(dtype)),
+        mpi_type_(hvdtune::NativeMpiType(dtype)),
         rank_(rank),
         size_(size) {
     const std::size_t bytes = static_cast<std::size_t>(opt.max_bytes);
@@ -444,7 +444,7 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                      std::to_string(opt.max_bytes) + ")");
   }
   const std::optional<DataType> dtype = ParseDataType(opt.dtype);
-  if (!dtype || hvdtune::internal::NativeMpiType(*dtype) == MPI_DATATYPE_NULL) {
+  if (!dtype || hvdtune::NativeMpiType(*dtype) == MPI_DATATYPE_NULL) {
     throw UsageError("--dtype: invalid value '" + opt.dtype +
                      "' (expected uint8, int32, int64, float32 or float64; "
                      "raw MPI has no 16-bit float type to compare with)");

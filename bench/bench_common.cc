@@ -10,7 +10,7 @@
 #include <iostream>
 #include <optional>
 
-#include "backends/mpi/mpi_context.h"
+#include "hvdtune/mpi.h"
 
 namespace hvdtune::bench {
 namespace {
@@ -158,7 +158,7 @@ std::string FormatBytes(std::int64_t bytes) {
 MpiSession::MpiSession(int* argc, char*** argv) {
   // The MPI settings the runtime uses when it initialises MPI itself, so
   // that raw MPI and hvdtune rows run under the same ones.
-  hvdtune::internal::PrepareMpiInit();
+  hvdtune::PrepareMpiInit();
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);

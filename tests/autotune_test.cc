@@ -8,8 +8,8 @@
 #include <sstream>
 #include <thread>
 
-#include "autotune/knob_space.h"
 #include "autotune/throughput_meter.h"
+#include "hvdtune/knob_space.h"
 #include "hvdtune/services.h"
 #include "hvdtune/status.h"
 #include "sinks/autotune_log.h"

@@ -35,11 +35,15 @@ if [ "$quick" = 1 ]; then
   cc -std=c11 -O1 $flags -I"$root/runtime/include" -c "$root/tests/c_api_test.c" \
     -o "$out/c_api_test.o" &
   wait
-  # The sanitized objects come first, so the library's own copies of these
-  # two files are never pulled in.
+  # The sanitized objects come first, so the libraries' own copies of these
+  # two files are never pulled in (static libraries of the normal build).
   c++ -fsanitize=address,undefined "$out/c_api_test.o" "$out/c_api.o" \
     "$out/runtime.o" "$normal/runtime/libhvdtune.a" \
-    "$normal/tuner/libhvdtune_tuner.a" $(mpicxx --showme:link) -lnlopt \
+    "$normal/runtime/libhvdtune_core.a" "$normal/metrics/libhvdtune_metrics.a" \
+    "$normal/timeline/libhvdtune_timeline.a" "$normal/store/libhvdtune_store.a" \
+    "$normal/runtime/libhvdtune_api.a" "$normal/tuner/libhvdtune_tuner.a" \
+    $(mpicxx --showme:link) -lnlopt -lprometheus-cpp-pull -lprometheus-cpp-core \
+    -lsqlite3 -lz \
     $(grep -o '/[^ ]*lib\(cudart\|nccl\)\.so' "$normal/tests/CMakeFiles/c_api_test.dir/link.txt" || true) \
     -o "$out/c_api_test"
   status=0

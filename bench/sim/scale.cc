@@ -6,7 +6,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "autotune/knob_space.h"
+#include "hvdtune/knob_space.h"
 #include "hvdtune/tuner/autotune_policy.h"
 #include "hvdtune/tuner/bayes_optimizer.h"
 #include "hvdtune/tuner/initial_design.h"
@@ -36,7 +36,7 @@ std::vector<Scenario> DefaultScenarios() {
 
 struct Problem::Impl {
   KnobConfig knobs;  // defaults, nothing pinned
-  std::unique_ptr<internal::KnobSpace> space;
+  std::unique_ptr<KnobSpace> space;
 };
 
 Problem::Problem(const Scenario& s, const std::string& shapes_dir)
@@ -44,8 +44,8 @@ Problem::Problem(const Scenario& s, const std::string& shapes_dir)
       preset_(FindPreset(s.preset)),
       workload_(MakeWorkload(s.workload, shapes_dir)) {
   auto impl = std::make_shared<Impl>();
-  impl->space = std::make_unique<internal::KnobSpace>(
-      impl->knobs, s.cluster.nodes > 1, workload_.app_groups);
+  impl->space = std::make_unique<KnobSpace>(impl->knobs, s.cluster.nodes > 1,
+                                            workload_.app_groups);
   impl_ = std::move(impl);
 }
 

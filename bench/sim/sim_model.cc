@@ -5,7 +5,7 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "fusion.h"
+#include "hvdtune/fusion.h"
 #include "hvdtune/grouping.h"
 
 namespace hvdtune::sim {

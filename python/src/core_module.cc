@@ -21,9 +21,9 @@
 #include <utility>
 #include <vector>
 
-#include "backends/mpi/mpi_context.h"
 #include "errors.h"
 #include "hvdtune/grouping.h"
+#include "hvdtune/mpi.h"
 #include "hvdtune/runtime.h"
 #include "tensors.h"
 
@@ -355,7 +355,7 @@ void MpiAllreduceSum(py::handle input, py::handle output) {
   TensorRef in = Resolve(input, false, "input of mpi_allreduce_sum");
   TensorRef out = Resolve(output, true, "output of mpi_allreduce_sum");
   CheckSameLayout(in, out, "mpi_allreduce_sum");
-  const MPI_Datatype type = hvdtune::internal::NativeMpiType(in.dtype);
+  const MPI_Datatype type = hvdtune::NativeMpiType(in.dtype);
   if (type == MPI_DATATYPE_NULL) {
     Raise("invalid_argument", "mpi_allreduce_sum: MPI has no type for " +
                                   std::string(DataTypeName(in.dtype)));

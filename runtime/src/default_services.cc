@@ -1,11 +1,18 @@
-// The environment-driven wiring: what any application gets from the
-// HOROVOD_* variables. Tools, benchmarks and bindings use it too.
+// The composition root (hvdtune::runtime): what any application gets from
+// the HOROVOD_* variables. The core (hvdtune::core) knows the tuner, the
+// store, metrics and the timeline only through the Services interfaces;
+// this file attaches them as the environment asks, and gives
+// Runtime(RuntimeOptions), the env-driven constructor, its body. Tools,
+// benchmarks and bindings use it too.
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "hvdtune/metrics/metrics_sink.h"
 #include "hvdtune/runtime.h"
 #include "hvdtune/services.h"
 #include "hvdtune/timeline/timeline_sink.h"
+#include "runtime_impl.h"
 #include "sinks/autotune_log.h"
 #include "sinks/config_store.h"
 #include "sinks/stderr_log.h"
@@ -50,5 +57,34 @@ Services DefaultServices(const RuntimeConfig& config) {
   }
   return s;
 }
+
+namespace {
+
+// The environment path: a configuration error is not thrown here but voted
+// on at init, so every rank fails together instead of some hanging.
+std::unique_ptr<internal::RuntimeImpl> FromEnvironment(RuntimeOptions options) {
+  const EnvLookup env = options.env ? options.env : ProcessEnv();
+  RuntimeConfig config;
+  std::string error;
+  try {
+    config = ParseConfig(env);
+  } catch (const ConfigError& e) {
+    error = e.what();
+  }
+  config.tune_num_groups = options.tune_num_groups;
+  Services services = DefaultServices(config);
+  for (auto& sink : options.sinks) services.sinks.push_back(std::move(sink));
+  services.config_source = std::move(options.config_source);
+  return std::make_unique<internal::RuntimeImpl>(
+      std::move(config), std::move(services), std::move(error));
+}
+
+}  // namespace
+
+// Defined here rather than with the rest of Runtime (runtime.cc, the core):
+// a program that links only hvdtune::core builds its Runtime from a
+// RuntimeConfig and Services of its own.
+Runtime::Runtime(RuntimeOptions options)
+    : impl_(FromEnvironment(std::move(options))) {}
 
 }  // namespace hvdtune

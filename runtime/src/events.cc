@@ -1,6 +1,14 @@
 #include "hvdtune/events.h"
 
+#include <chrono>
+
 namespace hvdtune {
+
+double RuntimeClock() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 std::string_view AutotunePhaseName(AutotunePhase phase) {
   switch (phase) {

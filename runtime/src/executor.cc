@@ -2,7 +2,7 @@
 
 #include <iostream>
 
-#include "fusion.h"
+#include "hvdtune/fusion.h"
 #include "hvdtune/runtime.h"
 #include "reduce.h"
 

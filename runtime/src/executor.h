@@ -11,9 +11,9 @@
 #include "algorithms/hierarchical_allgather.h"
 #include "backends/backend.h"
 #include "backends/mpi/mpi_context.h"
-#include "fusion.h"
 #include "fusion_buffer.h"
 #include "hvdtune/events.h"
+#include "hvdtune/fusion.h"
 #include "message.h"
 #include "tensor_entry.h"
 

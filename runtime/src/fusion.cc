@@ -1,4 +1,4 @@
-#include "fusion.h"
+#include "hvdtune/fusion.h"
 
 #include <algorithm>
 #include <map>

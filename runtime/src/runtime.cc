@@ -199,32 +199,6 @@ const std::vector<std::int64_t>& Handle::output_shape() const {
   return state_ ? state_->output_shape : kNoShape;
 }
 
-namespace {
-
-// The environment path: a configuration error is not thrown here but voted
-// on at init, so every rank fails together instead of some hanging.
-std::unique_ptr<internal::RuntimeImpl> FromEnvironment(RuntimeOptions options) {
-  const EnvLookup env = options.env ? options.env : ProcessEnv();
-  RuntimeConfig config;
-  std::string error;
-  try {
-    config = ParseConfig(env);
-  } catch (const ConfigError& e) {
-    error = e.what();
-  }
-  config.tune_num_groups = options.tune_num_groups;
-  Services services = DefaultServices(config);
-  for (auto& sink : options.sinks) services.sinks.push_back(std::move(sink));
-  services.config_source = std::move(options.config_source);
-  return std::make_unique<internal::RuntimeImpl>(
-      std::move(config), std::move(services), std::move(error));
-}
-
-}  // namespace
-
-Runtime::Runtime(RuntimeOptions options)
-    : impl_(FromEnvironment(std::move(options))) {}
-
 Runtime::Runtime(RuntimeConfig config, Services services)
     : impl_(std::make_unique<internal::RuntimeImpl>(std::move(config),
                                                     std::move(services))) {}

@@ -10,16 +10,6 @@
 #include "backends/nccl/nccl_backend.h"
 #include "init_agreement.h"
 
-namespace hvdtune {
-
-double RuntimeClock() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace hvdtune
-
 namespace hvdtune::internal {
 
 double CoarseRuntimeClock() {

@@ -6,8 +6,8 @@
 #include <random>
 #include <sstream>
 
-#include "autotune/knob_space.h"
 #include "common.h"
+#include "hvdtune/knob_space.h"
 #include "hvdtune/status.h"
 #include "hvdtune/tuner/bayes_optimizer.h"
 
@@ -112,7 +112,7 @@ class BayesPlan final : public SweepPlan {
   }
 
  private:
-  internal::KnobSpace space_;
+  KnobSpace space_;
   KnobSettings initial_;
   int budget_, repeats_;
   tuner::BayesianOptimizer optimizer_;
@@ -140,7 +140,7 @@ std::vector<KnobSettings> GridPoints(const KnobSettings& base,
 std::vector<KnobSettings> RandomPoints(const KnobConfig& config,
                                        bool multi_node, int count,
                                        std::uint64_t seed) {
-  const internal::KnobSpace space(config, multi_node, false);
+  const KnobSpace space(config, multi_node, false);
   const tuner::SearchSpace& s = space.space();
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -226,7 +226,7 @@ std::unique_ptr<SweepPlan> MakePlan(const PlanSettings& settings,
     return std::make_unique<FixedPlan>(std::move(points), settings.repeats,
                                        settings.seed);
   }
-  if (internal::KnobSpace(config, settings.multi_node, false).empty()) {
+  if (KnobSpace(config, settings.multi_node, false).empty()) {
     throw UsageError(
         "--strategy: every tunable knob is pinned in the "
         "environment; nothing to sweep");

@@ -113,8 +113,11 @@ struct RuntimeStats {
 class Runtime {
  public:
   /// From the environment: ParseConfig(options.env) and DefaultServices().
+  /// Defined by hvdtune::runtime (the composition root); a program linking
+  /// only hvdtune::core uses the constructor below.
   explicit Runtime(RuntimeOptions options = {});
-  /// The one construction path: a parsed configuration and its services.
+  /// The one construction path: a parsed configuration and its services
+  /// (hvdtune::core).
   Runtime(RuntimeConfig config, Services services);
   ~Runtime();
   Runtime(const Runtime&) = delete;

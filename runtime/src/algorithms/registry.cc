@@ -1,4 +1,5 @@
-// The list of allreduce algorithms. Adding one is a line here.
+// The list of allreduce algorithms. Adding one is a line here and its name
+// in names.h (the knob table lists the names without linking this file).
 #include <array>
 #include <cstddef>
 #include <stdexcept>
@@ -6,6 +7,7 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/hierarchical.h"
+#include "algorithms/names.h"
 #include "algorithms/native.h"
 #include "algorithms/ring.h"
 
@@ -29,11 +31,18 @@ constexpr Registration kRegistry[] = {
     {"hierarchical", Make<HierarchicalAllreduce>},
 };
 
-constexpr auto kNames = [] {
-  std::array<std::string_view, std::size(kRegistry)> names{};
-  for (std::size_t i = 0; i < names.size(); ++i) names[i] = kRegistry[i].name;
-  return names;
-}();
+constexpr bool RegistryMatchesNames() {
+  if (std::size(kRegistry) != std::size(kAllreduceAlgorithmNames)) {
+    return false;
+  }
+  for (std::size_t i = 0; i < std::size(kRegistry); ++i) {
+    if (kRegistry[i].name != kAllreduceAlgorithmNames[i]) return false;
+  }
+  return true;
+}
+static_assert(RegistryMatchesNames(),
+              "kRegistry and kAllreduceAlgorithmNames (names.h) must list the "
+              "same algorithms in the same order");
 
 }  // namespace
 
@@ -51,11 +60,3 @@ std::vector<std::unique_ptr<AllreduceAlgorithm>> MakeAllreduceAlgorithms() {
 }
 
 }  // namespace hvdtune::internal
-
-namespace hvdtune {
-
-std::span<const std::string_view> AllreduceAlgorithms() {
-  return internal::kNames;
-}
-
-}  // namespace hvdtune

@@ -9,8 +9,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "autotune/knob_space.h"
 #include "autotune/throughput_meter.h"
+#include "hvdtune/knob_space.h"
 #include "hvdtune/services.h"
 #include "hvdtune/tuner/autotune_policy.h"
 

@@ -1,9 +1,9 @@
-#include "autotune/knob_space.h"
+#include "hvdtune/knob_space.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace hvdtune::internal {
+namespace hvdtune {
 namespace {
 
 bool InScope(const KnobSpec& spec, bool multi_node, bool app_groups) {
@@ -108,4 +108,4 @@ KnobSettings KnobSpace::FromConfig(const tuner::Config& c,
   return k;
 }
 
-}  // namespace hvdtune::internal
+}  // namespace hvdtune

@@ -51,35 +51,6 @@ Status MpiError(const char* call, int code) {
                           std::string(text, static_cast<std::size_t>(len)));
 }
 
-void PrepareMpiInit() {
-  // The cycle thread waits inside MPI while the application computes on
-  // the same cores. Open MPI busy-polls while waiting unless it believes
-  // the node is oversubscribed, so with one rank per core (2 ranks on
-  // this 2-core machine) the waiting cycle thread took the core from the
-  // training thread: mobilenet_v2 trained at 282 img/s instead of 420.
-  // Yielding in the idle loop costs a sched_yield when nothing else is
-  // runnable. Set before MPI_Init reads its parameters; a value the user
-  // set (0 restores busy polling) is kept. Other MPIs ignore it.
-  setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
-}
-
-MPI_Datatype NativeMpiType(DataType dtype) {
-  switch (dtype) {
-    case DataType::kUInt8:
-      return MPI_UINT8_T;
-    case DataType::kInt32:
-      return MPI_INT32_T;
-    case DataType::kInt64:
-      return MPI_INT64_T;
-    case DataType::kFloat32:
-      return MPI_FLOAT;
-    case DataType::kFloat64:
-      return MPI_DOUBLE;
-    default:
-      return MPI_DATATYPE_NULL;
-  }
-}
-
 MpiContext MpiContext::Create() {
   MpiContext ctx;
   int initialized = 0, finalized = 0;
@@ -231,3 +202,47 @@ MPI_Op MpiTypes::Op(DataType dtype, ReduceOp op) const {
 }
 
 }  // namespace hvdtune::internal
+
+namespace hvdtune {
+
+void PrepareMpiInit() {
+  // The cycle thread waits inside MPI while the application computes on
+  // the same cores. Open MPI busy-polls while waiting unless it believes
+  // the node is oversubscribed, so with one rank per core (2 ranks on
+  // this 2-core machine) the waiting cycle thread took the core from the
+  // training thread: mobilenet_v2 trained at 282 img/s instead of 420.
+  // Yielding in the idle loop costs a sched_yield when nothing else is
+  // runnable. Set before MPI_Init reads its parameters; a value the user
+  // set (0 restores busy polling) is kept. Other MPIs ignore it.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
+}
+
+MPI_Datatype NativeMpiType(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return MPI_UINT8_T;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
+    case DataType::kFloat32:
+      return MPI_FLOAT;
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
+    default:
+      return MPI_DATATYPE_NULL;
+  }
+}
+
+std::string MpiLibraryVersion() {
+  // MPI_Get_library_version may be called before MPI_Init.
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return {};
+  std::string s(text, static_cast<std::size_t>(std::max(length, 0)));
+  // "Open MPI v4.1.4, package: ..., ident: ..." -> "Open MPI v4.1.4"
+  s.resize(std::min(s.size(), s.find_first_of(",\n")));
+  return s;
+}
+
+}  // namespace hvdtune

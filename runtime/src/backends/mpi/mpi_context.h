@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hvdtune/mpi.h"
 #include "hvdtune/status.h"
 #include "hvdtune/types.h"
 
@@ -45,16 +46,10 @@ struct MpiContext {
   void Free();
 };
 
-/// Sets what hvdtune wants from Open MPI before MPI_Init reads its
-/// parameters: a thread waiting inside MPI yields its core (the cycle thread
-/// waits while the application computes on the same cores). A value the
-/// user set is kept; other MPIs ignore it. Create() calls it; code that
-/// initialises MPI itself (the benchmarks) calls it first.
-void PrepareMpiInit();
-
-/// The standard MPI type of a dtype, or MPI_DATATYPE_NULL where MPI has
-/// none (the 16-bit floats, which MpiTypes builds).
-MPI_Datatype NativeMpiType(DataType dtype);
+// PrepareMpiInit, NativeMpiType and MpiLibraryVersion are public
+// (hvdtune/mpi.h).
+using ::hvdtune::NativeMpiType;
+using ::hvdtune::PrepareMpiInit;
 
 /// MPI type and op for a dtype; half types use committed byte pairs and
 /// user-defined ops created by MpiTypes.

@@ -1,4 +1,5 @@
-// The tuner's view of the knob table: which knobs form the search space
+// The tuner's view of the knob table (part of hvdtune::runtime, which links
+// the tuner): which knobs form the search space
 // (the table's tune_as / tune_when, the user's pins, the layout) and the
 // mapping between knob values and the tuner's configurations.
 #pragma once
@@ -10,7 +11,7 @@
 #include "hvdtune/knobs.h"
 #include "hvdtune/tuner/search_space.h"
 
-namespace hvdtune::internal {
+namespace hvdtune {
 
 class KnobSpace {
  public:
@@ -36,4 +37,4 @@ class KnobSpace {
   std::unique_ptr<tuner::SearchSpace> space_;
 };
 
-}  // namespace hvdtune::internal
+}  // namespace hvdtune
