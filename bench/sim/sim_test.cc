@@ -111,21 +111,64 @@ TEST(ClusterSim, GroupsHoldGradientsUntilComplete) {
   EXPECT_GT(SimulateStep(p, {4, 8}, w, none).cycles, 1);
 }
 
-// Every row within a factor 2.5 (the worst: a lone 4 KiB hierarchical
-// call, measured as fast as native and predicted 2.15x that), most within
-// 25%.
-TEST(ClusterSim, CalibrationWithinTargetOnMostRows) {
+double MeanSquaredLogError(const Preset& shm, const Preset& loopback) {
+  double sum = 0;
+  const auto rows = Calibrate(shm, loopback, Shapes());
+  for (const auto& r : rows) {
+    const double e = std::log(r.predicted_s / r.measured_s);
+    sum += e * e;
+  }
+  return sum / static_cast<double>(rows.size());
+}
+
+// What the calibration is for: the typical measurement of this machine is
+// predicted within 25% (the median row).
+TEST(ClusterSim, CalibrationPredictsTheMedianRowWithin25Percent) {
   const auto rows =
       Calibrate(FindPreset("cpu-shm"), FindPreset("cpu-loopback"), Shapes());
-  ASSERT_EQ(rows.size(), 21u + 18u + 4u + 4u + 4u + 8u);
-  int within = 0;
-  for (const auto& r : rows) {
-    within += std::abs(r.error()) <= 0.25;
-    EXPECT_LT(std::abs(std::log(r.predicted_s / r.measured_s)), std::log(2.5))
-        << r.bench << " " << r.workload << " " << r.algorithm;
+  ASSERT_FALSE(rows.empty());
+  std::vector<double> errors;
+  for (const auto& r : rows) errors.push_back(std::abs(r.error()));
+  std::sort(errors.begin(), errors.end());
+  EXPECT_LE(errors[errors.size() / 2], 0.25);
+}
+
+// The presets' constants are what the fit found: moving any fitted constant
+// 10% either way does not make the calibration better by more than 1% (the
+// error is flat near the optimum, and the constants are rounded). A model
+// change that the constants were not refitted for fails here;
+// `cluster_sim --calibrate --fit` refits them.
+TEST(ClusterSim, PresetConstantsMinimiseTheCalibrationError) {
+  const Preset shm = FindPreset("cpu-shm"),
+               loopback = FindPreset("cpu-loopback");
+  const double fitted = MeanSquaredLogError(shm, loopback);
+  struct Field {
+    const char* name;
+    bool loopback;
+    double Preset::*member;
+  };
+  const Field fields[] = {
+      {"intra_bw", false, &Preset::intra_bw},
+      {"copy_bw", false, &Preset::copy_bw},
+      {"call_s", false, &Preset::call_s},
+      {"segment_s", false, &Preset::segment_s},
+      {"cycle_s", false, &Preset::cycle_s},
+      {"tensor_s", false, &Preset::tensor_s},
+      {"cached_s", false, &Preset::cached_s},
+      {"inter_alpha", true, &Preset::inter_alpha},
+      {"inter_bw", true, &Preset::inter_bw},
+  };
+  for (const Field& f : fields) {
+    for (double factor : {0.9, 1.1}) {
+      Preset a = shm, b = loopback;
+      Preset& moved = f.loopback ? b : a;
+      if (moved.*f.member == 0) continue;
+      moved.*f.member *= factor;
+      EXPECT_GE(MeanSquaredLogError(a, b), 0.99 * fitted)
+          << (f.loopback ? "cpu-loopback." : "cpu-shm.") << f.name << " x"
+          << factor << " predicts this machine better than the preset";
+    }
   }
-  // 39 of 59 with the fitted constants (README, "Calibration").
-  EXPECT_GE(within, 39);
 }
 
 TEST(ClusterSim, PolicyRunIsReproducibleAndBeatsNothingWorse) {

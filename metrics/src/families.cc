@@ -1,7 +1,5 @@
 #include "families.h"
 
-#include <mpi.h>
-
 #include <cmath>
 
 namespace hvdtune::metrics::internal {
@@ -21,20 +19,6 @@ Histogram::BucketBoundaries Exponential(double first, int n) {
   Histogram::BucketBoundaries b;
   for (int i = 0; i < n; ++i) b.push_back(first * std::ldexp(1.0, i));
   return b;
-}
-
-std::string MpiLibraryVersion() {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) return "unknown";
-  char text[MPI_MAX_LIBRARY_VERSION_STRING];
-  int length = 0;
-  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
-  std::string s(text, static_cast<std::size_t>(length));
-  // The first line ("Open MPI v4.1.4, package: ...") up to the comma.
-  const auto end = s.find_first_of(",\n");
-  if (end != std::string::npos) s.resize(end);
-  return s;
 }
 
 }  // namespace
@@ -274,7 +258,8 @@ Families::Families(prometheus::Registry& r, const RuntimeInfo& info) {
       .Register(r)
       .Add({{"version", HVDTUNE_VERSION_STRING},
             {"backend", HVDTUNE_BACKENDS},
-            {"mpi_version", MpiLibraryVersion()},
+            {"mpi_version",
+             info.mpi_version.empty() ? "unknown" : info.mpi_version},
             {"nccl_version", HVDTUNE_NCCL_VERSION}})
       .Set(1);
   BuildGauge()

@@ -58,9 +58,9 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
   executor_ = std::make_unique<Executor>(mpi_, *types_, *backend_, nccl_.get());
   for (auto& sink : services.sinks) bus_.Attach(std::move(sink));
   if (config_.autotune.enabled && mpi_.rank == 0) StartAutotuner(services);
-  RuntimeInfo info{mpi_.rank,       mpi_.size,       mpi_.local_rank,
-                   mpi_.local_size, mpi_.cross_rank, mpi_.cross_size,
-                   knobs_};
+  RuntimeInfo info{mpi_.rank,       mpi_.size,          mpi_.local_rank,
+                   mpi_.local_size, mpi_.cross_rank,    mpi_.cross_size,
+                   knobs_,          MpiLibraryVersion()};
   bus_.Start(info);
   precise_enqueue_times_ = bus_.wants(EventKind::kTensor);
   running_ = true;
@@ -70,9 +70,9 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
 void RuntimeImpl::StartAutotuner(const Services& services) {
   if (!services.make_autotuner) return;
   TuningContext ctx;
-  ctx.info = {mpi_.rank,       mpi_.size,       mpi_.local_rank,
-              mpi_.local_size, mpi_.cross_rank, mpi_.cross_size,
-              knobs_};
+  ctx.info = {mpi_.rank,       mpi_.size,          mpi_.local_rank,
+              mpi_.local_size, mpi_.cross_rank,    mpi_.cross_size,
+              knobs_,          MpiLibraryVersion()};
   ctx.knobs = config_.knobs;
   ctx.settings = config_.autotune;
   ctx.tune_num_groups = config_.tune_num_groups;

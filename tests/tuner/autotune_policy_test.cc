@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -375,9 +376,28 @@ TEST(AutotunePolicyTest, DestructionWhileTheWorkerComputesReturns) {
   AutotunePolicySettings s = Settings(/*asynchronous=*/true);
   s.warmup_samples = 1;
   s.steps_per_sample = 1;
-  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, s);
-  policy.OnStep(1e9, 1, 1);
-  // Destroyed here, possibly mid-computation.
+  auto policy = std::make_unique<AutotunePolicy>(
+      tt::CollectiveThroughput::Space(), start, s);
+  // The warm-up sample hands the worker a fit over every prior.
+  policy->OnStep(1e9, 1, 1);
+  const bool was_computing = policy->computing();
+  // How long one such computation takes, timed on a synchronous twin.
+  AutotunePolicySettings sync = s;
+  sync.asynchronous = false;
+  AutotunePolicy twin(tt::CollectiveThroughput::Space(), start, sync);
+  const auto t0 = std::chrono::steady_clock::now();
+  twin.OnStep(1e9, 1, 1);
+  const auto t1 = std::chrono::steady_clock::now();
+  policy.reset();  // joins the worker, whatever it is doing
+  const auto t2 = std::chrono::steady_clock::now();
+  const std::chrono::duration<double> one = t1 - t0, destroy = t2 - t1;
+  // The fit outlasted the call that started it, so the destructor met a
+  // busy worker (a fit that finished at once would test nothing) ...
+  EXPECT_TRUE(was_computing);
+  // ... and waited for no more than that one computation (twice its time,
+  // plus scheduling slack on a loaded machine), never for a hang.
+  EXPECT_LT(destroy.count(), 2 * one.count() + 1.0)
+      << "one computation " << one.count() << " s";
 }
 
 }  // namespace

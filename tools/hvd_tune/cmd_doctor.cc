@@ -18,6 +18,7 @@
 #include "common.h"
 #include "fingerprint_util.h"
 #include "hvdtune/config.h"
+#include "hvdtune/mpi.h"
 #include "hvdtune/status.h"
 #include "hvdtune/store/fingerprint.h"
 

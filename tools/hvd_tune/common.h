@@ -15,6 +15,7 @@
 
 #include "hvdtune/knobs.h"
 #include "hvdtune/store/store.h"
+#include "hvdtune/store_mapping.h"
 
 namespace hvdtune::cli {
 
@@ -64,19 +65,8 @@ std::unique_ptr<store::Store> OpenStoreForReading(const std::string& path);
 store::PairSummary FindPair(store::Store& db, const std::string& fingerprint);
 std::string PrintableFingerprint(const store::PairSummary& pair);
 
-/// A knob value of the table (double) as the store keeps it.
-store::KnobValue ToStoredValue(const KnobSpec& spec, double value);
-/// A stored value as the table's double; nullopt (with `why`) when it has
-/// the wrong type, an unknown choice, or lies outside the accepted range.
-std::optional<double> FromStoredValue(const KnobSpec& spec,
-                                      const store::KnobValue& value,
-                                      std::string* why);
-/// Every knob of `values` in store form.
-store::KnobValues ToStored(const KnobSettings& values);
-/// `base` with the known knobs of `values` applied (unknown names are
-/// ignored, as the runtime does); nullopt when a value is invalid.
-std::optional<KnobSettings> FromStored(const store::KnobValues& values,
-                                       const KnobSettings& base);
+// The knob <-> stored value mapping (ToStoredValue, FromStoredValue,
+// ToStored, FromStored) is the runtime's: hvdtune/store_mapping.h.
 
 /// A knob value as its JSON type: integer, number, bool, or choice name.
 Json KnobJson(const KnobSpec& spec, double value);

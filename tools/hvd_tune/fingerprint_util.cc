@@ -1,32 +1,18 @@
 #include "fingerprint_util.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <filesystem>
 
 #include "bench_common.h"
 #include "common.h"
+#include "hvdtune/store_mapping.h"
 #include "hvdtune/types.h"
 #include "workloads.h"
 
 namespace hvdtune::cli {
 
-std::string MpiLibraryVersion() {
-  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int len = 0;
-  if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return {};
-  const std::string v(buf, static_cast<std::size_t>(std::max(len, 0)));
-  return v.substr(0, v.find_first_of(",\n"));
-}
-
 store::Fingerprint ThisHardware(int world_size, int ranks_per_node, int nodes) {
-  store::JobFacts job;
-  job.world_size = world_size;
-  job.ranks_per_node = ranks_per_node;
-  job.nodes = nodes;
-  job.mpi_version = MpiLibraryVersion();
-  return store::HardwareFingerprint(store::ProbeHost(), job);
+  return JobHardwareFingerprint(world_size, ranks_per_node, nodes);
 }
 
 std::vector<bench::TensorSpec> LoadWorkload(const std::string& workload,
@@ -67,11 +53,13 @@ std::vector<bench::TensorSpec> LoadWorkload(const std::string& workload,
 
 store::Fingerprint WorkloadModelFingerprint(
     const std::vector<bench::TensorSpec>& tensors) {
-  std::vector<store::TensorShape> shapes;
+  std::vector<StepTensor> step;
+  step.reserve(tensors.size());
   for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {
-    shapes.push_back({std::string(DataTypeName(it->dtype)), it->count});
+    step.push_back({it->dtype, it->count * static_cast<std::int64_t>(
+                                               DataTypeSize(it->dtype))});
   }
-  return store::ModelFingerprint(shapes);
+  return StepModelFingerprint(step);
 }
 
 store::PairSummary FindWorkloadPair(store::Store& db,

@@ -1,6 +1,7 @@
-// A job's fingerprint computed the way the runtime's config store computes
-// it (runtime/src/sinks/config_store.cc): this machine's hardware with the
-// job's layout, and the model from one step's tensors as they complete.
+// A sweep's fingerprint, built by the runtime's own builders
+// (hvdtune/store_mapping.h) so that it is the fingerprint of a job of the
+// same shape: this machine's hardware with the job's layout, and the model
+// from one step's tensors as they complete.
 #pragma once
 
 #include <string>
@@ -11,10 +12,6 @@
 #include "hvdtune/store/store.h"
 
 namespace hvdtune::cli {
-
-/// "Open MPI v4.1.4": MPI_Get_library_version up to the first comma (it may
-/// be called before MPI_Init).
-std::string MpiLibraryVersion();
 
 /// This machine with a job layout, as the runtime fingerprints it.
 store::Fingerprint ThisHardware(int world_size, int ranks_per_node, int nodes);

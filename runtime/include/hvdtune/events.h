@@ -34,6 +34,9 @@ struct RuntimeInfo {
   int cross_rank = 0, cross_size = 1;
   /// The knob values in force at start.
   KnobSettings knobs;
+  /// The MPI library, "Open MPI v4.1.4" (MpiLibraryVersion()); empty when
+  /// MPI cannot say.
+  std::string mpi_version;
 };
 
 /// One cycle of the background thread (idle cycles included).

@@ -1,7 +1,5 @@
 #include "sinks/config_store.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -9,6 +7,7 @@
 
 #include "hvdtune/store/store.h"
 #include "hvdtune/store/writer.h"
+#include "hvdtune/store_mapping.h"
 
 namespace hvdtune::internal {
 namespace {
@@ -23,68 +22,6 @@ double WallClock() {
   return std::chrono::duration<double>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-store::KnobValues ToStored(const KnobSettings& k) {
-  store::KnobValues out;
-  for (const KnobSpec& spec : KnobTable()) {
-    const double v = k.Get(spec.id);
-    switch (spec.type) {
-      case KnobType::kInteger:
-      case KnobType::kBool:
-        out[std::string(spec.name)] = static_cast<std::int64_t>(v);
-        break;
-      case KnobType::kFloat:
-        out[std::string(spec.name)] = v;
-        break;
-      case KnobType::kCategorical: {
-        const auto i = static_cast<std::size_t>(v);
-        if (i < spec.choices.size()) {
-          out[std::string(spec.name)] = std::string(spec.choices[i]);
-        }
-        break;
-      }
-    }
-  }
-  return out;
-}
-
-// Knobs missing from the stored values keep `base`'s; a knob name this
-// build does not know is ignored; an unknown choice or a value outside the
-// table rejects the whole configuration.
-std::optional<KnobSettings> FromStored(const store::KnobValues& values,
-                                       const KnobSettings& base) {
-  KnobSettings k = base;
-  for (const auto& [name, value] : values) {
-    const auto id = FindKnob(name);
-    if (!id) continue;
-    const KnobSpec& spec = GetKnobSpec(*id);
-    if (const auto* s = std::get_if<std::string>(&value)) {
-      const auto it = std::find(spec.choices.begin(), spec.choices.end(), *s);
-      if (it == spec.choices.end()) return std::nullopt;
-      k.Set(*id, static_cast<double>(it - spec.choices.begin()));
-    } else if (const auto* i = std::get_if<std::int64_t>(&value)) {
-      k.Set(*id, static_cast<double>(*i));
-    } else {
-      k.Set(*id, std::get<double>(value));
-    }
-  }
-  try {
-    CheckKnobValues(k);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  return k;
-}
-
-std::string MpiVersion() {
-  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int len = 0;
-  if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return {};
-  std::string v(buf, static_cast<std::size_t>(std::max(len, 0)));
-  // "Open MPI v4.1.4, package: ..., ident: ..." -> "Open MPI v4.1.4"
-  const auto cut = v.find_first_of(",\n");
-  return cut == std::string::npos ? v : v.substr(0, cut);
 }
 
 }  // namespace
@@ -112,20 +49,9 @@ std::string ConfigStoreService::fingerprint() const {
 ConfigSource::WarmStart ConfigStoreService::Lookup(
     const RuntimeInfo& info, const std::vector<StepTensor>& step) {
   WarmStart warm;
-  store::JobFacts job;
-  job.world_size = info.size;
-  job.ranks_per_node = info.local_size;
-  job.nodes = info.cross_size;
-  job.mpi_version = MpiVersion();
   const store::Fingerprint hw =
-      store::HardwareFingerprint(store::ProbeHost(), job);
-  std::vector<store::TensorShape> shapes;
-  for (const StepTensor& t : step) {
-    const auto size = static_cast<std::int64_t>(DataTypeSize(t.dtype));
-    shapes.push_back({std::string(DataTypeName(t.dtype)),
-                      size > 0 ? t.bytes / size : t.bytes});
-  }
-  const store::Fingerprint model = store::ModelFingerprint(shapes);
+      JobHardwareFingerprint(info.size, info.local_size, info.cross_size);
+  const store::Fingerprint model = StepModelFingerprint(step);
   const std::string printable = store::PrintableFingerprint(hw, model);
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """End-to-end tests of hvd-tune on a real store made by a real 2-rank sweep.
 
-Usage: cli_test.py CASE --hvd-tune BIN --trainer BIN --work DIR --source DIR
+Usage: python3 -m pytest tools/tests/test_cli.py [-k CASE] --hvd-tune BIN
+         --trainer BIN --work DIR --source DIR
 
-CASE is one of: sweep (makes the store the others read), store, best, import,
-plot, run, doctor, usage. Every check is on real processes and real files.
+test_sweep makes the store the other tests read (it runs first in a whole-file
+run; CTest runs one test per entry, the sweep as a fixture). Every check is on
+real processes and real files.
 """
-import argparse
 import hashlib
 import json
 import os
@@ -15,8 +16,9 @@ import shlex
 import socket
 import sqlite3
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
+
+import pytest
 
 ARGS = None
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to",
@@ -25,8 +27,7 @@ WORKLOAD = ["--workload", "many-small", "--scale", "0.25"]
 
 
 def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
+    pytest.fail(msg, pytrace=False)
 
 
 def check(cond, msg):
@@ -76,7 +77,7 @@ def trainer(env, *extra):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def case_sweep():
+def test_sweep():
     os.makedirs(ARGS.work, exist_ok=True)
     for f in ("store.db", "store.db-wal", "store.db-shm"):
         if os.path.exists(os.path.join(ARGS.work, f)):
@@ -135,7 +136,7 @@ def case_sweep():
     print("sweep: ok", result["fingerprint"])
 
 
-def case_strategies():
+def test_strategies():
     table = json.loads(tune("knobs", "--json").stdout)
     defaults = {k["name"]: k["default"] for k in table}
     for strategy in ("random", "bayes"):
@@ -158,7 +159,7 @@ def case_strategies():
     print("strategies: ok")
 
 
-def case_store():
+def test_store():
     fp = sweep_result()["fingerprint"]
     text = tune("show", "--db", store()).stdout
     check(fp in text and "best:" in text, "show lists the fingerprint and best")
@@ -208,7 +209,7 @@ def case_store():
     print("store: ok")
 
 
-def case_best():
+def test_best():
     fp = sweep_result()["fingerprint"]
     lines = tune("best", "--db", store(), fp).stdout
     check(all(l.startswith(("#", "export ")) for l in lines.splitlines()),
@@ -275,7 +276,7 @@ def printable(hardware, model):
     return fnv1a(text(hardware)) + "-" + fnv1a(text(model))
 
 
-def case_import():
+def test_import():
     exported = os.path.join(ARGS.work, "export_for_import.json")
     tune("export", "--db", store(), "-o", exported)
     good = json.load(open(exported))
@@ -339,7 +340,7 @@ def case_import():
     print("import: ok")
 
 
-def case_plot():
+def test_plot():
     fp = sweep_result()["fingerprint"]
     one = json.loads(tune("show", "--db", store(), fp, "--json").stdout)
     samples = sum(len(r["samples"]) for r in one["runs"])
@@ -377,7 +378,7 @@ def case_plot():
     print("plot: ok")
 
 
-def case_run():
+def test_run():
     log = os.path.join(ARGS.work, "run_autotune.csv")
     timeline = os.path.join(ARGS.work, "run_timeline.json")
     db = os.path.join(ARGS.work, "run_store.db")
@@ -437,7 +438,7 @@ def case_run():
     print("run: ok")
 
 
-def case_doctor():
+def test_doctor():
     p = tune("doctor", "--db", store())
     check("all checks passed" in p.stdout, p.stdout)
     report = json.loads(tune("doctor", "--db", store(), "--json").stdout)
@@ -458,7 +459,7 @@ def case_doctor():
     print("doctor: ok")
 
 
-def case_usage():
+def test_usage():
     for args, code, text in [
         (["bogus"], 2, "unknown command 'bogus'"),
         (["show", "--bogus"], 2, "--bogus"),
@@ -478,18 +479,10 @@ def case_usage():
     print("usage: ok")
 
 
-def main():
+@pytest.fixture(autouse=True)
+def cli_args(request):
+    """The command line's --hvd-tune, --trainer, --work and --source
+    (conftest.py), as ARGS for the helpers above."""
     global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case")
-    ap.add_argument("--hvd-tune", required=True)
-    ap.add_argument("--trainer", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--source", required=True)
-    ARGS = ap.parse_args()
+    ARGS = request.config.cli_args
     os.makedirs(ARGS.work, exist_ok=True)
-    globals()["case_" + ARGS.case]()
-
-
-if __name__ == "__main__":
-    main()
