@@ -14,6 +14,7 @@
 #
 # Presets (rate, tbf burst, tbf queue limit; why these: docs/cluster.md):
 #   1gbe 1gbit/128kb/1mb   10gbe 10gbit/256kb/4mb   25gbe 25gbit/640kb/8mb
+#   unshaped: no tbf, whatever this machine's CPUs carry through veth
 #
 # Several clusters can coexist: every name carries the cluster's id, from
 # --id ID or $HVDTUNE_CLUSTER (default "default"). `up` removes what a dead
@@ -35,11 +36,12 @@ preset_params() { # PRESET -> "rate burst limit"
     1gbe) echo "1gbit 128kb 1mb" ;;
     10gbe) echo "10gbit 256kb 4mb" ;;
     25gbe) echo "25gbit 640kb 8mb" ;;
+    unshaped) echo "none - -" ;;
     *) return 1 ;;
   esac
 }
 check_preset() {
-  preset_params "$1" >/dev/null || die "unknown link preset '$1' (known: 1gbe, 10gbe, 25gbe)"
+  preset_params "$1" >/dev/null || die "unknown link preset '$1' (known: 1gbe, 10gbe, 25gbe, unshaped)"
 }
 
 # --- the cluster's id and names -------------------------------------------
@@ -140,8 +142,13 @@ node_arg() { # validates a node index against the cluster
 shape() {
   local n=$1 preset=$2 rate burst limit
   read -r rate burst limit < <(preset_params "$preset")
-  tc -n "$(node_ns "$n")" qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" limit "$limit"
-  tc -n "$switch_ns" qdisc replace dev "p$n" root tbf rate "$rate" burst "$burst" limit "$limit"
+  if [[ $rate == none ]]; then
+    tc -n "$(node_ns "$n")" qdisc del dev eth0 root 2>/dev/null || true
+    tc -n "$switch_ns" qdisc del dev "p$n" root 2>/dev/null || true
+  else
+    tc -n "$(node_ns "$n")" qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" limit "$limit"
+    tc -n "$switch_ns" qdisc replace dev "p$n" root tbf rate "$rate" burst "$burst" limit "$limit"
+  fi
   echo "$preset" >"$state/link.$n"
 }
 
@@ -192,17 +199,20 @@ cmd_up() {
     local watched=${owner:-$$}
     setsid bash -c 'while kill -0 "$1" 2>/dev/null && [ -f "$2/config" ]; do sleep 1; done
       [ -f "$2/config" ] && HVDTUNE_CLUSTER_WATCHDOG=$$ exec "$3" --id "$4" down' \
-      cluster-watchdog "$watched" "$state" "$me" "$id" </dev/null >/dev/null 2>&1 &
+      cluster-watchdog "$watched" "$state" "$me" "$id" </dev/null >/dev/null 2>&1 9<&- &
     echo $! >"$state/watchdog"
   fi
   echo "cluster '$id' up: $nodes nodes x $per_node ranks, links $preset ($(preset_params "$preset" | awk '{ print "rate " $1 ", burst " $2 ", queue " $3 }'))" >&2
   if [[ $# -gt 0 ]]; then
-    exec 9>&- # the command must not hold the lock
+    exec 9<&- # the command must not hold the lock
     trap 'teardown' EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
-    local rc=0
-    "$@" || rc=$?
+    # The command runs in the background so that a signal reaches this
+    # shell's trap at once (bash defers traps while a foreground child runs).
+    "$@" &
+    local pid=$! rc=0
+    trap 'kill -INT $pid 2>/dev/null; wait $pid; exit 130' INT
+    trap 'kill -TERM $pid 2>/dev/null; wait $pid; exit 143' TERM
+    wait "$pid" || rc=$?
     exit "$rc"
   fi
 }
@@ -300,11 +310,19 @@ cmd_netperf() {
   ip netns exec "$(node_ns "$to")" /usr/bin/python3 "$here/net_throughput.py" server \
     "$subnet_prefix.$((to + 1))" "$port" >"$out" &
   local server=$!
+  local rc=0
   ip netns exec "$(node_ns "$from")" /usr/bin/python3 "$here/net_throughput.py" client \
-    "$subnet_prefix.$((to + 1))" "$port" "$seconds"
-  wait "$server"
+    "$subnet_prefix.$((to + 1))" "$port" "$seconds" || rc=$?
+  if ((rc != 0)); then
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    rm -f "$out"
+    return "$rc"
+  fi
+  wait "$server" || rc=$?
   cat "$out"
   rm -f "$out"
+  return "$rc"
 }
 
 cmd_status() {
@@ -322,7 +340,7 @@ cmd_status() {
     printf '  node%d %-9s %-6s port %-5s rate %-8s processes %s\n' "$n" \
       "$subnet_prefix.$((n + 1))" "$(cat "$state/link.$n")" \
       "$(ip -n "$switch_ns" -o link show "p$n" | grep -q 'state UP' && echo up || echo down)" \
-      "$(tc -n "$ns" qdisc show dev eth0 | sed -n 's/.* rate \([^ ]*\).*/\1/p')" \
+      "$(tc -n "$ns" qdisc show dev eth0 | sed -n 's/.* rate \([^ ]*\).*/\1/p' | grep . || echo none)" \
       "$(ip netns pids "$ns" | wc -l)"
   done
 }
@@ -334,7 +352,7 @@ cmd_down() {
 
 cmd_presets() {
   local p
-  for p in 1gbe 10gbe 25gbe; do
+  for p in 1gbe 10gbe 25gbe unshaped; do
     read -r rate burst limit < <(preset_params "$p")
     echo "$p rate=$rate burst=$burst limit=$limit"
   done

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, and shows hvdtune's whole
-# promise on synthetic training of the many-small workload on 2 emulated
-# nodes x 2 ranks (tools/fake_nodes.sh: shared memory inside a node, TCP
-# across; the setting where tuning is worth most on a small machine, see the
-# README):
+# promise on synthetic training on a 2-node x 2-rank cluster emulated by
+# tools/cluster.sh (one network namespace per node, shared memory inside a
+# node, TCP across links shaped like 1 GbE: the setting where tuning is worth
+# most, measured in docs/benchmarks.md):
 #   1. the default configuration's throughput;
 #   2. a first run with HOROVOD_AUTOTUNE=1: it explores (a progress line per
 #      10-step window shows the phase and sample n/N), freezes, and records
@@ -13,9 +13,16 @@
 #      exploration samples);
 #   4. default and tuned re-measured side by side, interleaved, so the
 #      printed speed-up compares like with like.
+# On the cluster the workload is resnet50 at 1/10 of its gradient size.
+# Where network namespaces cannot be made (not root, no veth/tbf), it says
+# why and runs on loopback fake nodes (tools/fake_nodes.sh) instead, where
+# every knob is within the noise.
 # A few minutes on 2 cores. The store is a fresh file (HOROVOD_AUTOTUNE_DB)
 # unless QUICKSTART_DB names one. QUICKSTART_NODES=1 runs the 4 ranks as one
-# node; QUICKSTART_ROUNDS sets the side-by-side rounds (5).
+# node; QUICKSTART_LINK picks the link preset (1gbe; see tools/cluster.sh
+# presets); QUICKSTART_WORKLOAD and QUICKSTART_SCALE the workload
+# (resnet50, 0.1 on the cluster; many-small, 1 on fake nodes);
+# QUICKSTART_ROUNDS the side-by-side rounds (5).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${HVDTUNE_BUILD_DIR:-$root/build}
@@ -32,23 +39,61 @@ case $nodes in
   1 | 2 | 4) ;;
   *) echo "$0: QUICKSTART_NODES must be 1, 2 or 4 (4 ranks), not '$nodes'" >&2; exit 2 ;;
 esac
-workload=${QUICKSTART_WORKLOAD:-many-small}
-args=(--workload "$workload" --batch-size 32 --json)
+link=${QUICKSTART_LINK:-1gbe}
 scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+cluster=""
+cleanup() {
+  [[ -n $cluster ]] && "$root/tools/cluster.sh" --id "$cluster" down
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# The emulated cluster when namespaces can be made; loopback fake nodes else.
+if ((nodes > 1)); then
+  if why=$("$root/tools/cluster.sh" check); then
+    cluster=quickstart$$
+    cluster=${cluster:0:16}
+    # --owner: the cluster goes with this script even if it is killed.
+    "$root/tools/cluster.sh" --id "$cluster" up "$nodes" $((ranks / nodes)) \
+      --link "$link" --owner $$
+  else
+    echo "$why" >&2
+    echo "$0: falling back to loopback fake nodes (tools/fake_nodes.sh): no link is slower than another, so the knobs are within the noise there" >&2
+  fi
+fi
+# On the 1 GbE cluster the gradients of resnet50 x0.1 (10 MB a step) make
+# the link the bottleneck, and the hierarchical allreduce, which sends each
+# byte across it once per node rather than once per rank, is worth about
+# 1.4x, steadily; many-small (1,000 small tensors) gains as much but its
+# steps are CPU-bound and swing with whatever else the machine runs. On one
+# machine's loopback nothing is worth much; many-small gains most there.
+if [[ -n $cluster ]]; then
+  workload=${QUICKSTART_WORKLOAD:-resnet50}
+  scale=${QUICKSTART_SCALE:-0.1}
+else
+  workload=${QUICKSTART_WORKLOAD:-many-small}
+  scale=${QUICKSTART_SCALE:-1}
+fi
+args=(--workload "$workload" --scale "$scale" --batch-size 32 --json)
 export HOROVOD_AUTOTUNE_DB=${QUICKSTART_DB:-$scratch/store.db}
 export HVDTUNE_AUTOTUNE_STORE=auto
 
 # Runs the trainer with HOROVOD_AUTOTUNE=$1 on every rank; the rest are flags.
-# Every rank serves Prometheus metrics on $metrics_port + its rank
-# (dashboard/prometheus.yml scrapes 9400-9403; the runtime adds the local
-# rank, so each emulated node gets the base plus its first rank: on real
-# nodes every node has its own address and they all can use one base);
-# each rank prints its endpoint on stderr when it starts.
+# Every rank serves Prometheus metrics on $metrics_port + its local rank (the
+# runtime adds it). On the emulated cluster every node has its own address,
+# as real nodes do; loopback fake nodes share one, so there each node gets
+# the base plus its first rank (dashboard/prometheus.yml scrapes 9400-9403).
+# Each rank prints its endpoint on stderr when it starts.
 metrics_port=${HOROVOD_METRICS_PORT:-9400}
 train() {
   local autotune=$1
   shift
+  if [[ -n $cluster ]]; then
+    HOROVOD_AUTOTUNE=$autotune HOROVOD_METRICS_PORT=$metrics_port \
+      "$root/tools/cluster.sh" --id "$cluster" run "$build/bench/synthetic_train" "${args[@]}" "$@"
+    return
+  fi
   local launch=("$root/tools/mpirun.sh" -np "$ranks")
   if ((nodes > 1)); then
     launch=("$root/tools/fake_nodes.sh" "$nodes" $((ranks / nodes)))
@@ -68,14 +113,20 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 
 echo
 where="$ranks ranks"
-((nodes > 1)) && where="$nodes emulated nodes x $((ranks / nodes)) ranks"
-echo "== 1. synthetic training, $workload, $where: default knobs =="
+((nodes > 1)) && where="$nodes loopback fake nodes x $((ranks / nodes)) ranks"
+[[ -n $cluster ]] && where="$nodes emulated nodes x $((ranks / nodes)) ranks, $link links"
+echo "== 1. synthetic training, $workload x$scale, $where: default knobs =="
 default=$(train 0 --warmup-steps 10 --measure-steps 60)
 echo "$default"
 echo
 echo "== 2. HOROVOD_AUTOTUNE=1, first run: explores, freezes, records in $HOROVOD_AUTOTUNE_DB =="
-echo "metrics while it runs: http://127.0.0.1:$metrics_port/metrics .. port $((metrics_port + ranks - 1))" \
-  "(Prometheus: prometheus --config.file=dashboard/prometheus.yml; Grafana: dashboard/hvdtune.json)"
+if [[ -n $cluster ]]; then
+  echo "metrics while it runs, inside the cluster: HVDTUNE_CLUSTER=$cluster tools/cluster.sh exec --node N" \
+    "curl -s http://10.211.0.(N+1):$metrics_port/metrics (ports $metrics_port..$((metrics_port + ranks / nodes - 1)) on every node)"
+else
+  echo "metrics while it runs: http://127.0.0.1:$metrics_port/metrics .. port $((metrics_port + ranks - 1))" \
+    "(Prometheus: prometheus --config.file=dashboard/prometheus.yml; Grafana: dashboard/hvdtune.json)"
+fi
 first=$(train 1 --until-frozen --max-steps 800 --measure-steps 40)
 echo "$first"
 echo
