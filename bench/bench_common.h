@@ -105,9 +105,6 @@ EnvLookup EnvWithOverrides(std::map<std::string, std::string> overrides);
 /// operator+, which trips GCC 12's false -Wrestrict (PR 105329) at -O2.
 std::string IndexedName(std::string_view prefix, std::int64_t index);
 
-/// `text` with &, <, > and " escaped for SVG/XML text and attributes.
-std::string XmlEscape(std::string_view text);
-
 /// A JSON object whose keys print in insertion order.
 using Json = nlohmann::ordered_json;
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <map>
 
-#include "bench_common.h"
+#include "svg.h"
 
 namespace hvdtune::cli {
 namespace {
@@ -17,7 +17,10 @@ constexpr double kLeft = 80, kRight = 170, kTop = 66, kBottom = 64;
 constexpr double kPlotW = kWidth - kLeft - kRight;
 constexpr double kPlotH = kHeight - kTop - kBottom;
 
-std::string Escape(const std::string& s) { return bench::XmlEscape(s); }
+using svg::Axis;
+using svg::Escape;
+
+constexpr svg::Box kPlot{kLeft, kTop, kPlotW, kPlotH};
 
 std::string PhaseColor(const std::string& phase) {
   static const std::map<std::string, std::string> colors = {
@@ -47,62 +50,6 @@ std::string Ramp(double t) {
   }
   return fmt::format("#{:02x}{:02x}{:02x}", rgb[0], rgb[1], rgb[2]);
 }
-
-std::string Bytes(double v) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB"};
-  int u = 0;
-  while (v >= 1024 && u < 3) {
-    v /= 1024;
-    ++u;
-  }
-  return fmt::format("{:g} {}", v, units[u]);
-}
-
-// One axis: numeric (linear or log) or one slot per category.
-struct Axis {
-  double lo = 0, hi = 1;
-  bool log = false;
-  bool bytes = false;
-  std::vector<std::string> categories;
-
-  double Unit(double v) const {
-    if (!categories.empty()) return (v + 0.5) / categories.size();
-    if (log)
-      return (std::log(v) - std::log(lo)) / (std::log(hi) - std::log(lo));
-    return (v - lo) / (hi - lo);
-  }
-  std::string Label(double v) const {
-    if (!categories.empty()) return categories[static_cast<std::size_t>(v)];
-    return bytes ? Bytes(v) : fmt::format("{:g}", v);
-  }
-  std::vector<double> Ticks() const {
-    std::vector<double> out;
-    if (!categories.empty()) {
-      for (std::size_t i = 0; i < categories.size(); ++i) out.push_back(i);
-    } else if (log) {
-      const double base = bytes ? 4 : 10;
-      for (double p = std::pow(base, std::floor(std::log(lo) / std::log(base)));
-           p <= hi * 1.0001; p *= base) {
-        for (double m :
-             bytes ? std::vector<double>{1} : std::vector<double>{1, 2, 5}) {
-          if (p * m >= lo * 0.9999 && p * m <= hi * 1.0001)
-            out.push_back(p * m);
-        }
-      }
-    } else {
-      const double raw = (hi - lo) / 5;
-      const double mag = std::pow(10, std::floor(std::log10(raw)));
-      const double step = raw / mag < 2   ? 2 * mag
-                          : raw / mag < 5 ? 5 * mag
-                                          : 10 * mag;
-      for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9;
-           t += step) {
-        out.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
-      }
-    }
-    return out;
-  }
-};
 
 bool Categorical(const KnobSpec& spec) {
   return spec.type == KnobType::kCategorical || spec.type == KnobType::kBool ||
@@ -153,48 +100,13 @@ Axis ScoreAxis(const std::vector<PlotSample>& samples) {
 }
 
 std::string Header(const std::string& title, const std::string& subtitle) {
-  return fmt::format(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
-      "viewBox=\"0 0 {0} {1}\" font-family=\"DejaVu Sans, Helvetica, Arial, "
-      "sans-serif\" font-size=\"12\">\n"
-      "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"24\" font-size=\"16\" "
-      "font-weight=\"bold\">{3}</text>\n"
-      "<text x=\"{2}\" y=\"40\" fill=\"#555\">{4}</text>\n",
-      kWidth, kHeight, kLeft, Escape(title), Escape(subtitle));
+  return svg::Header(kWidth, kHeight, kLeft, title, subtitle);
 }
 
 // Frame, ticks and labels of both axes.
 std::string Frame(const Axis& x, const Axis& y, const std::string& x_label,
                   const std::string& y_label) {
-  std::string out = fmt::format(
-      "<rect class=\"frame\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
-      "fill=\"none\" stroke=\"#333\"/>\n",
-      kLeft, kTop, kPlotW, kPlotH);
-  for (double t : x.Ticks()) {
-    const double px = kLeft + x.Unit(t) * kPlotW;
-    out += fmt::format(
-        "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" "
-        "stroke=\"#ddd\"/><text x=\"{0:.1f}\" y=\"{3}\" "
-        "text-anchor=\"middle\">{4}</text>\n",
-        px, kTop, kTop + kPlotH, kTop + kPlotH + 16, Escape(x.Label(t)));
-  }
-  for (double t : y.Ticks()) {
-    const double py = kTop + (1 - y.Unit(t)) * kPlotH;
-    out += fmt::format(
-        "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" "
-        "stroke=\"#ddd\"/><text x=\"{3}\" y=\"{4:.1f}\" "
-        "text-anchor=\"end\">{5}</text>\n",
-        kLeft, py, kLeft + kPlotW, kLeft - 6, py + 4, Escape(y.Label(t)));
-  }
-  out += fmt::format(
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n"
-      "<text transform=\"translate({},{}) rotate(-90)\" "
-      "text-anchor=\"middle\">{}</text>\n",
-      kLeft + kPlotW / 2, kHeight - 22, Escape(x_label), 22, kTop + kPlotH / 2,
-      Escape(y_label));
-  return out;
+  return svg::Frame(kPlot, x, y, x_label, y_label, 22);
 }
 
 }  // namespace
