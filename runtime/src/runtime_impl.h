@@ -80,6 +80,9 @@ class RuntimeImpl final : public ExecutionListener {
   void PollAutotuner();
   void ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes);
   void FailEverything(const Status& s);
+  /// Stand-in number i of this cycle for another rank's allreduce while
+  /// this rank has joined: neutral input, discarded output.
+  TensorEntry* StandIn(const Response& r, std::size_t i);
 
   RuntimeConfig config_;
   MpiContext mpi_;
@@ -157,6 +160,7 @@ class RuntimeImpl final : public ExecutionListener {
   std::vector<const Request*> requests_;
   Controller::CycleResult cycle_result_;
   std::vector<TensorEntry*> ready_entries_;
+  std::vector<std::unique_ptr<TensorEntry>> stand_ins_;
   /// Tensors finished but not yet completed (CompleteFinished()).
   struct Finished {
     TensorId id;
