@@ -26,7 +26,7 @@ Average = hvdtune.Average
 Sum = hvdtune.Sum
 Min = hvdtune.Min
 Max = hvdtune.Max
-Product = "product"
+Product = hvdtune.Product
 # Horovod's Adasum: accepted as a name so that scripts import, refused when
 # used (hvdtune tunes the allreduce algorithms instead).
 Adasum = "adasum"
