@@ -151,6 +151,12 @@ class GatherResult {
     switch (dtype_) {
       case DataType::kUInt8:
         return "B";
+      case DataType::kInt8:
+        return "b";
+      case DataType::kInt16:
+        return "h";
+      case DataType::kBool:
+        return "?";
       case DataType::kInt32:
         return "i";
       case DataType::kInt64:
