@@ -169,12 +169,6 @@ class GatherResult {
         return "f";
       case DataType::kFloat64:
         return "d";
-      case DataType::kInt8:
-        return "b";
-      case DataType::kInt16:
-        return "h";
-      case DataType::kBool:
-        return "?";
     }
     return "B";
   }
