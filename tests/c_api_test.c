@@ -424,8 +424,13 @@ static void Shutdown(hvdtune_runtime* rt) {
               HVDTUNE_OK,
           "-");
   }
+  CHECK(hvdtune_running(rt) == 1 && hvdtune_is_shut_down(rt) == 0,
+        "before shutdown");
   CHECK(hvdtune_shutdown(rt) == HVDTUNE_OK, "-");
   CHECK(hvdtune_shutdown(rt) == HVDTUNE_OK, "idempotent");
+  CHECK(hvdtune_running(rt) == 0 && hvdtune_is_shut_down(rt) == 1,
+        "after shutdown");
+  CHECK(hvdtune_running(NULL) == -1 && hvdtune_is_shut_down(NULL) == -1, "-");
   if (lonely) {
     while (hvdtune_poll(lonely) == 0) {
     }

@@ -236,6 +236,12 @@ void hvdtune_destroy(hvdtune_runtime* rt) {
   }
 }
 
+int hvdtune_running(const hvdtune_runtime* rt) {
+  return rt ? (rt->rt->running() ? 1 : 0) : -1;
+}
+int hvdtune_is_shut_down(const hvdtune_runtime* rt) {
+  return rt ? (rt->rt->shut_down() ? 1 : 0) : -1;
+}
 int hvdtune_rank(const hvdtune_runtime* rt) { return rt ? rt->rt->rank() : -1; }
 int hvdtune_size(const hvdtune_runtime* rt) { return rt ? rt->rt->size() : -1; }
 int hvdtune_local_rank(const hvdtune_runtime* rt) {

@@ -286,6 +286,7 @@ Runtime::~Runtime() = default;
 
 void Runtime::Shutdown() { impl_->Shutdown(); }
 bool Runtime::running() const { return impl_->running(); }
+bool Runtime::shut_down() const { return impl_->shut_down(); }
 int Runtime::rank() const { return impl_->mpi().rank; }
 int Runtime::size() const { return impl_->mpi().size; }
 int Runtime::local_rank() const { return impl_->mpi().local_rank; }

@@ -90,6 +90,7 @@ void RuntimeImpl::StartAutotuner(const Services& services) {
 RuntimeImpl::~RuntimeImpl() { Shutdown(); }
 
 void RuntimeImpl::Shutdown() {
+  shut_down_locally_ = true;
   std::lock_guard<std::mutex> lock(shutdown_mu_);
   if (shut_down_) return;
   shut_down_ = true;

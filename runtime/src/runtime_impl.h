@@ -40,6 +40,8 @@ class RuntimeImpl final : public ExecutionListener {
 
   void Shutdown();
   bool running() const { return running_.load(); }
+  /// Shutdown() was called on this rank.
+  bool shut_down() const { return shut_down_locally_.load(); }
   const MpiContext& mpi() const { return mpi_; }
   const RuntimeConfig& config() const { return config_; }
 
@@ -173,6 +175,7 @@ class RuntimeImpl final : public ExecutionListener {
   std::thread thread_;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;
+  std::atomic<bool> shut_down_locally_{false};
 };
 
 }  // namespace hvdtune::internal

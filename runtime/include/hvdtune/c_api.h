@@ -53,6 +53,14 @@ int hvdtune_init(hvdtune_runtime** out, char* err, size_t err_len);
 /* Stops the runtime on every rank; pending handles fail with
  * HVDTUNE_ABORTED. Idempotent. HVDTUNE_INVALID_ARGUMENT for NULL. */
 int hvdtune_shutdown(hvdtune_runtime* rt);
+/* 1 while the collectives run; 0 once stopped (a shutdown on any rank),
+ * -1 for NULL. */
+int hvdtune_running(const hvdtune_runtime* rt);
+/* 1 once hvdtune_shutdown was called on this rank, 0 before (a shutdown
+ * another rank asked for stops the collectives but leaves this rank
+ * initialised: keep using the runtime, do not call hvdtune_init again
+ * while peers may have exited), -1 for NULL. */
+int hvdtune_is_shut_down(const hvdtune_runtime* rt);
 /* Shuts down if needed and frees the runtime; NULL is ignored. */
 void hvdtune_destroy(hvdtune_runtime* rt);
 

@@ -144,7 +144,15 @@ class Runtime {
   /// Stops the cycle thread on every rank (any rank may call it first);
   /// pending handles fail with kAborted. Idempotent.
   void Shutdown();
+  /// False once the cycle loop stopped: after Shutdown() on any rank, or a
+  /// failure of the negotiation.
   bool running() const;
+  /// True once Shutdown() was called on this rank. A shutdown another rank
+  /// asked for stops the collectives here (running() is false) but leaves
+  /// this rank initialised, as in Horovod: a binding's init() should then
+  /// return at once rather than build a new Runtime, whose construction is
+  /// collective and would wait forever for ranks that have exited.
+  bool shut_down() const;
 
   int rank() const;
   int size() const;
