@@ -108,11 +108,12 @@ static void AllreduceArguments(hvdtune_runtime* rt) {
   REFUSED(hvdtune_allreduce(rt, "a", NULL, out, 1, s3, 2, 0, &h), "null buf");
   REFUSED(hvdtune_allreduce(rt, "a", in, NULL, 1, s3, 2, 0, &h), "null buf");
   REFUSED(hvdtune_allreduce(rt, "a", in, out, 1, s3, -1, 0, &h), "dtype -1");
-  REFUSED(hvdtune_allreduce(rt, "a", in, out, 1, s3, 7, 0, &h), "dtype 7");
+  REFUSED(hvdtune_allreduce(rt, "a", in, out, 1, s3, 10, 0, &h), "dtype 10");
+  REFUSED(hvdtune_allreduce(rt, "a", in, out, 1, s3, 9, 0, &h), "bool");
   /* 261 would wrap to float32 in an 8-bit enum. */
   REFUSED(hvdtune_allreduce(rt, "a", in, out, 1, s3, 261, 0, &h), "dtype 261");
   REFUSED(hvdtune_allreduce(rt, "a", in, out, 1, s3, 2, -1, &h), "op -1");
-  REFUSED(hvdtune_allreduce(rt, "a", in, out, 1, s3, 2, 4, &h), "op 4");
+  REFUSED(hvdtune_allreduce(rt, "a", in, out, 1, s3, 2, 5, &h), "op 5");
   REFUSED(hvdtune_allreduce(rt, "a", in, out, -1, s3, 2, 0, &h), "ndim -1");
   REFUSED(
       hvdtune_allreduce(rt, "a", in, out, HVDTUNE_MAX_NDIM + 1, s3, 2, 0, &h),
@@ -137,7 +138,7 @@ static void BroadcastArguments(hvdtune_runtime* rt) {
   REFUSED(hvdtune_broadcast(rt, NULL, buf, 1, s4, 5, 0, &h), "name");
   REFUSED(hvdtune_broadcast(rt, "", buf, 1, s4, 5, 0, &h), "empty");
   REFUSED(hvdtune_broadcast(rt, "b", NULL, 1, s4, 5, 0, &h), "null buffer");
-  REFUSED(hvdtune_broadcast(rt, "b", buf, 1, s4, 9, 0, &h), "dtype 9");
+  REFUSED(hvdtune_broadcast(rt, "b", buf, 1, s4, 10, 0, &h), "dtype 10");
   REFUSED(hvdtune_broadcast(rt, "b", buf, 1, s4, 5, -1, &h), "root -1");
   REFUSED(hvdtune_broadcast(rt, "b", buf, 1, s4, 5, size, &h), "is not a rank");
   REFUSED(hvdtune_broadcast(rt, "b", buf, -2, s4, 5, 0, &h), "ndim -2");
@@ -364,7 +365,7 @@ static void HostileSweep(hvdtune_runtime* rt, int iterations) {
                                   (int64_t)1 << 62,
                                   INT64_MAX,
                                   INT64_MIN};
-  static const uint64_t kSize[] = {1, 4, 8, 2, 2, 4, 8};
+  static const uint64_t kSize[] = {1, 4, 8, 2, 2, 4, 8, 1, 2, 1};
   const int size = hvdtune_size(rt);
   unsigned char in[kCap], out[kCap];
   int64_t shape[4];
@@ -373,7 +374,7 @@ static void HostileSweep(hvdtune_runtime* rt, int iterations) {
   for (it = 0; it < iterations; ++it) {
     const int kind = Pick(3);
     const int ndim = Pick(12) == 0 ? 65 : Pick(5) - 1;
-    const int dtype = Pick(10) - 1, op = Pick(6) - 1;
+    const int dtype = Pick(13) - 1, op = Pick(7) - 1;
     const int root = Pick(size + 2) - 1;
     char name[32];
     const char* nm = name;
@@ -391,7 +392,7 @@ static void HostileSweep(hvdtune_runtime* rt, int iterations) {
     }
     if (nm == NULL || nm[0] == '\0' || hp == NULL || ndim < 0 ||
         ndim > HVDTUNE_MAX_NDIM || (ndim > 0 && sp == NULL) || dtype < 0 ||
-        dtype > 6 || (kind == 0 && (op < 0 || op > 3)) ||
+        dtype > 9 || (kind == 0 && (op < 0 || op > 4 || dtype == 9)) ||
         (kind == 1 && (root < 0 || root >= size)) || (kind == 2 && ndim == 0)) {
       expect = kRefused;
     } else {

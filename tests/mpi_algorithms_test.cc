@@ -30,12 +30,12 @@ using namespace testing_util;
 using internal::AlgorithmContext;
 using internal::AllreduceAlgorithm;
 
-constexpr DataType kDtypes[] = {DataType::kUInt8,    DataType::kInt32,
-                                DataType::kInt64,    DataType::kFloat16,
-                                DataType::kBFloat16, DataType::kFloat32,
-                                DataType::kFloat64};
-constexpr ReduceOp kWireOps[] = {ReduceOp::kSum, ReduceOp::kMin,
-                                 ReduceOp::kMax};
+constexpr DataType kDtypes[] = {
+    DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+    DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+    DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
+constexpr ReduceOp kWireOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
+                                 ReduceOp::kProduct};
 
 // Node layouts. ranks_per_node > 0 groups consecutive ranks (3 per node at 4
 // ranks gives nodes of 3 and 1: uneven); 0 asks MPI_Comm_split_type (one node
@@ -109,7 +109,7 @@ void CheckOne(AllreduceAlgorithm& algorithm, const AlgorithmContext& ctx,
   const std::size_t bytes = static_cast<std::size_t>(count) * esize;
   const int rank = ctx.mpi.rank, size = ctx.mpi.size;
   std::vector<std::uint8_t> in(bytes + 1, 0xCD), out(bytes + 1, 0xAB);
-  FillInput(dtype, in.data(), count, rank);
+  FillInput(dtype, in.data(), count, rank, op);
   const std::vector<std::uint8_t> in_copy = in;
   void* target = in_place ? in.data() : out.data();
   const Status s = algorithm.Run(ctx, in.data(), target, count, dtype, op);
@@ -282,15 +282,15 @@ TEST_P(AlgorithmRuntimeTest, FusedAndSingleTensorsMatchReference) {
   };
   std::vector<Item> items;
   for (DataType dtype : kDtypes) {
-    for (ReduceOp op :
-         {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
+                        ReduceOp::kMax, ReduceOp::kProduct}) {
       for (std::int64_t count : {0, 1, 3, 1009, 70001}) {
         Item it{dtype, op, count, {}, {}, {}};
         const std::size_t bytes =
             static_cast<std::size_t>(count) * DataTypeSize(dtype);
         it.in.resize(bytes);
         it.out.assign(bytes, 0xAB);
-        FillInput(dtype, it.in.data(), count, rt.rank());
+        FillInput(dtype, it.in.data(), count, rt.rank(), op);
         items.push_back(std::move(it));
       }
     }

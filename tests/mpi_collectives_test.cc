@@ -16,12 +16,18 @@ using namespace testing_util;
 constexpr std::int64_t k64MiB = 64 << 20;
 // Element counts; -1 stands for 64 MiB of the dtype.
 constexpr std::int64_t kSizes[] = {0, 1, 7, 1000003, -1};
-constexpr DataType kDtypes[] = {DataType::kUInt8,    DataType::kInt32,
-                                DataType::kInt64,    DataType::kFloat16,
-                                DataType::kBFloat16, DataType::kFloat32,
-                                DataType::kFloat64};
+constexpr DataType kDtypes[] = {
+    DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+    DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+    DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
+// What broadcast and allgather move: every dtype, bool included.
+constexpr DataType kAllDtypes[] = {DataType::kUInt8,    DataType::kInt8,
+                                   DataType::kInt16,    DataType::kInt32,
+                                   DataType::kInt64,    DataType::kFloat16,
+                                   DataType::kBFloat16, DataType::kFloat32,
+                                   DataType::kFloat64,  DataType::kBool};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
-                             ReduceOp::kMax};
+                             ReduceOp::kMax, ReduceOp::kProduct};
 
 using Param = std::tuple<DataType, ReduceOp, std::int64_t>;
 
@@ -34,7 +40,7 @@ TEST_P(AllreduceTest, MatchesLocalReferenceOnEveryRank) {
   Runtime& rt = SharedRuntime();
   std::vector<std::uint8_t> in(static_cast<std::size_t>(count * esize) + 1);
   std::vector<std::uint8_t> out(in.size(), 0xAB);
-  FillInput(dtype, in.data(), count, rt.rank());
+  FillInput(dtype, in.data(), count, rt.rank(), op);
   const std::int64_t shape[] = {count};
   const std::string name = "ar." + std::string(DataTypeName(dtype)) + "." +
                            std::string(ReduceOpName(op)) + "." +
@@ -95,7 +101,7 @@ TEST_P(BroadcastTest, EveryRootReachesEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(
     DtypesSizes, BroadcastTest,
-    ::testing::Combine(::testing::ValuesIn(kDtypes),
+    ::testing::Combine(::testing::ValuesIn(kAllDtypes),
                        ::testing::Values<std::int64_t>(0, 1, 7, 1000003)));
 
 class AllgatherTest : public ::testing::TestWithParam<DataType> {};
@@ -130,7 +136,39 @@ TEST_P(AllgatherTest, FirstDimensionMayDifferPerRank) {
   EXPECT_EQ(h.output(), want);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, AllgatherTest, ::testing::ValuesIn(kDtypes));
+INSTANTIATE_TEST_SUITE_P(Dtypes, AllgatherTest,
+                         ::testing::ValuesIn(kAllDtypes));
+
+// Bool tensors move but are never reduced: refused at once, naming why.
+TEST(BoolTensors, ReductionIsRefusedWithAReason) {
+  Runtime& rt = SharedRuntime();
+  std::uint8_t in[4] = {0, 1, 1, 0}, out[4] = {};
+  const std::int64_t shape[] = {4};
+  const Status s =
+      rt.Allreduce("bool.sum", in, out, shape, DataType::kBool, ReduceOp::kSum)
+          .Wait();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("bool"), std::string::npos) << s.message();
+}
+
+// Product and average of integers as a user sees them: average truncates
+// toward zero, product wraps nothing here (|result| <= 16).
+TEST(IntegerOps, ProductAndAverageOfInt8AndInt16) {
+  Runtime& rt = SharedRuntime();
+  for (DataType dtype : {DataType::kInt8, DataType::kInt16}) {
+    for (ReduceOp op : {ReduceOp::kProduct, ReduceOp::kAverage}) {
+      std::vector<std::uint8_t> in(10 * DataTypeSize(dtype)), out(in.size());
+      FillInput(dtype, in.data(), 10, rt.rank(), op);
+      const std::int64_t shape[] = {2, 5};
+      const Status s = rt.Allreduce("int." + std::string(DataTypeName(dtype)) +
+                                        "." + std::string(ReduceOpName(op)),
+                                    in.data(), out.data(), shape, dtype, op)
+                           .Wait();
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(CountWrong(dtype, op, rt.size(), out.data(), 10), 0);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace hvdtune

@@ -100,12 +100,18 @@ const char* SignalName(int sig) {
 // Async-signal-safe: write(2) only, then the handler that was there before
 // (Open MPI prints a backtrace), then the default action.
 void OnFatalSignal(int sig, siginfo_t* info, void* context) {
-  WriteString(g_prefix);
-  WriteString("fatal signal ");
-  WriteString(SignalName(sig));
-  WriteString(" in ");
-  WriteString(g_doing);
-  WriteString("\n");
+  // One write(2) for the whole line: mpirun forwards each read of a rank's
+  // stderr as it comes, so separate writes can be split by the rank's stdout.
+  char line[640];
+  std::size_t n = 0;
+  for (const char* part :
+       {static_cast<const char*>(g_prefix), "fatal signal ", SignalName(sig),
+        " in ", static_cast<const char*>(g_doing)}) {
+    for (; *part != '\0' && n + 2 < sizeof line; ++part) line[n++] = *part;
+  }
+  line[n++] = '\n';
+  line[n] = '\0';
+  WriteString(line);
   const struct sigaction& prev = g_previous[sig];
   if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
     prev.sa_sigaction(sig, info, context);

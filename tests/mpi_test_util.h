@@ -43,12 +43,35 @@ inline double InputValue(DataType dt, int rank, std::int64_t i) {
   switch (dt) {
     case DataType::kUInt8:
       return static_cast<double>((i * 7 + rank * 13) % 11);
+    case DataType::kInt8:
+    case DataType::kInt16:
     case DataType::kInt32:
     case DataType::kInt64:
       return static_cast<double>((i * 7 + rank * 13) % 23 - 11);
+    case DataType::kBool:
+      return static_cast<double>((i + rank) % 2);
     default:
       return static_cast<double>((i * 31 + rank * 17) % 97 - 48) * 0.25;
   }
+}
+
+/// Element i of rank r's input to a product: factors of magnitude 2 at most,
+/// so that the product over 4 ranks is exact in every dtype.
+inline double ProductValue(DataType dt, int rank, std::int64_t i) {
+  const std::int64_t k = (i * 3 + rank * 5) % 5;
+  if (dt == DataType::kUInt8) return k == 1 ? 2 : 1;
+  constexpr double kFloat[] = {1, 2, -1, 0.5, -2};
+  constexpr double kInt[] = {1, 2, -1, 1, -2};
+  return dt == DataType::kFloat16 || dt == DataType::kBFloat16 ||
+                 dt == DataType::kFloat32 || dt == DataType::kFloat64
+             ? kFloat[k]
+             : kInt[k];
+}
+
+/// Rank `rank`'s input element i for a reduction by `op`.
+inline double InputFor(DataType dt, ReduceOp op, int rank, std::int64_t i) {
+  return op == ReduceOp::kProduct ? ProductValue(dt, rank, i)
+                                  : InputValue(dt, rank, i);
 }
 
 inline void Store(DataType dt, void* buf, std::int64_t i, double v) {
@@ -75,6 +98,15 @@ inline void Store(DataType dt, void* buf, std::int64_t i, double v) {
     case DataType::kFloat64:
       static_cast<double*>(buf)[i] = v;
       break;
+    case DataType::kInt8:
+      static_cast<std::int8_t*>(buf)[i] = static_cast<std::int8_t>(v);
+      break;
+    case DataType::kInt16:
+      static_cast<std::int16_t*>(buf)[i] = static_cast<std::int16_t>(v);
+      break;
+    case DataType::kBool:
+      static_cast<std::uint8_t*>(buf)[i] = v != 0 ? 1 : 0;
+      break;
   }
 }
 
@@ -94,24 +126,33 @@ inline double Load(DataType dt, const void* buf, std::int64_t i) {
       return static_cast<const float*>(buf)[i];
     case DataType::kFloat64:
       return static_cast<const double*>(buf)[i];
+    case DataType::kInt8:
+      return static_cast<const std::int8_t*>(buf)[i];
+    case DataType::kInt16:
+      return static_cast<const std::int16_t*>(buf)[i];
+    case DataType::kBool:
+      return static_cast<const std::uint8_t*>(buf)[i];
   }
   return 0;
 }
 
 inline bool IsInteger(DataType dt) {
   return dt == DataType::kUInt8 || dt == DataType::kInt32 ||
-         dt == DataType::kInt64;
+         dt == DataType::kInt64 || dt == DataType::kInt8 ||
+         dt == DataType::kInt16 || dt == DataType::kBool;
 }
 
 /// The expected allreduce of element i over `size` ranks.
 inline double Reference(DataType dt, ReduceOp op, int size, std::int64_t i) {
-  double acc = InputValue(dt, 0, i);
+  double acc = InputFor(dt, op, 0, i);
   for (int r = 1; r < size; ++r) {
-    const double v = InputValue(dt, r, i);
+    const double v = InputFor(dt, op, r, i);
     if (op == ReduceOp::kMin) {
       acc = std::min(acc, v);
     } else if (op == ReduceOp::kMax) {
       acc = std::max(acc, v);
+    } else if (op == ReduceOp::kProduct) {
+      acc *= v;
     } else {
       acc += v;
     }
@@ -136,10 +177,11 @@ inline double AverageTolerance(DataType dt) {
   }
 }
 
-/// Fills `count` elements with rank `rank`'s input.
-inline void FillInput(DataType dt, void* buf, std::int64_t count, int rank) {
+/// Fills `count` elements with rank `rank`'s input to a reduction by `op`.
+inline void FillInput(DataType dt, void* buf, std::int64_t count, int rank,
+                      ReduceOp op = ReduceOp::kSum) {
   for (std::int64_t i = 0; i < count; ++i) {
-    Store(dt, buf, i, InputValue(dt, rank, i));
+    Store(dt, buf, i, InputFor(dt, op, rank, i));
   }
 }
 

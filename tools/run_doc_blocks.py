@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Checks that the manual is true: runs the shell blocks of README.md and
 docs/*.md that are marked runnable, and compares the configuration reference
-in docs/configuration.md with what `hvd-tune knobs --markdown` prints.
+in docs/configuration.md with what `hvd-tune knobs --markdown` prints; and
+turns the C, C++ and Python examples marked `<!-- compiles -->` into programs
+(tests/downstream builds and runs the C and C++ ones against the installed
+package; the runnable check compiles the Python ones and resolves every
+`hvd.NAME` they use in the module they import as hvd).
 
 A block is marked by an HTML comment on the line before its fence:
 
@@ -31,6 +35,8 @@ import time
 
 MARKER = re.compile(r"^<!--\s*runnable(?:\s+requires=(\S+))?\s*-->\s*$")
 FENCE_OPEN = re.compile(r"^```(sh|bash)\s*$")
+EXAMPLE_MARKER = re.compile(r"^<!--\s*compiles\s*-->\s*$")
+EXAMPLE_FENCE = re.compile(r"^```(cpp|c|python)\s*$")
 REF_BEGIN = "<!-- config-reference:begin -->\n"
 REF_END = "<!-- config-reference:end -->"
 
@@ -73,6 +79,103 @@ def runnable_blocks(path):
         blocks.append((i + 2, m.group(1), "\n".join(body) + "\n"))
         i = j + 1
     return blocks
+
+
+def example_blocks(path):
+    """(line number, language, text) of every block marked `compiles`."""
+    lines = open(path, encoding="utf-8").read().split("\n")
+    blocks = []
+    for i, line in enumerate(lines):
+        if not EXAMPLE_MARKER.match(line):
+            continue
+        fence = EXAMPLE_FENCE.match(lines[i + 1]) if i + 1 < len(lines) else None
+        if not fence:
+            raise ValueError(
+                f"{path}:{i + 1}: a compiles marker must be followed by a "
+                "```cpp, ```c or ```python fence")
+        j = i + 2
+        while j < len(lines) and lines[j].rstrip() != "```":
+            j += 1
+        if j >= len(lines):
+            raise ValueError(f"{path}:{i + 2}: the example is never closed")
+        blocks.append((i + 2, fence.group(1), "\n".join(lines[i + 2:j]) + "\n"))
+    return blocks
+
+
+def all_examples(source):
+    out = []
+    for page in pages(source):
+        for line, lang, text in example_blocks(page):
+            out.append((os.path.relpath(page, source), line, lang, text))
+    return out
+
+
+def extract_examples(args):
+    """Writes each C/C++ example as a program: its #include lines first, the
+    rest as the body of main (or as written when it defines main)."""
+    os.makedirs(args.extract_examples, exist_ok=True)
+    n = 0
+    for page, line, lang, text in all_examples(os.path.realpath(args.source)):
+        if lang == "python":
+            continue
+        lines = text.split("\n")
+        includes = [l for l in lines if l.startswith("#include")]
+        body = [l for l in lines if not l.startswith("#include")]
+        program = [f"// {page}:{line}", *includes]
+        if re.search(r"^int main\(", text, flags=re.M):
+            program += body
+        else:
+            program += ["int main(void) {", *body, "  return 0;", "}"]
+        ext = "cc" if lang == "cpp" else "c"
+        name = f"doc_example_{n}.{ext}"
+        with open(os.path.join(args.extract_examples, name), "w") as f:
+            f.write("\n".join(program) + "\n")
+        print(f"{name}: {page}:{line}")
+        n += 1
+    if n == 0:
+        print("run_doc_blocks: no C or C++ example is marked compiles",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+HVD_NAME = re.compile(r"\bhvd\.([A-Za-z_]\w*)")
+HVD_IMPORT = re.compile(r"^import\s+(\S+)\s+as\s+hvd\b", re.M)
+
+
+def check_python_examples(source, build):
+    """Each Python example compiles, and every hvd.NAME it uses exists in the
+    module it imports as hvd. Returns the number of failures."""
+    failed = 0
+    env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"))
+    for page, line, lang, text in all_examples(source):
+        if lang != "python":
+            continue
+        where = f"{page}:{line}"
+        try:
+            compile(text, where, "exec")
+        except SyntaxError as e:
+            print(f"FAIL {where}: the example does not compile: {e}")
+            failed += 1
+            continue
+        module = HVD_IMPORT.search(text)
+        names = sorted(set(HVD_NAME.findall(text)))
+        if module and names:
+            probe = ("import importlib, sys\n"
+                     f"m = importlib.import_module({module.group(1)!r})\n"
+                     f"missing = [n for n in {names!r} if not hasattr(m, n)]\n"
+                     "print(' '.join(missing))\n"
+                     "sys.exit(1 if missing else 0)\n")
+            proc = subprocess.run([sys.executable, "-c", probe], env=env,
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+            if proc.returncode != 0:
+                print(f"FAIL {where}: not in {module.group(1)}: "
+                      f"{proc.stdout.strip()}")
+                failed += 1
+                continue
+        print(f"ok   {where} (Python example, {len(names)} hvd names)")
+    return failed
 
 
 def scratch_tree(source, build, root):
@@ -157,6 +260,10 @@ def run_blocks(args):
     ran = len(todo) - skipped
     print(f"{ran - failed} of {ran} runnable blocks passed"
           + (f", {skipped} skipped" if skipped else ""))
+    if os.path.isdir(os.path.join(build, "python", "hvdtune")):
+        failed += check_python_examples(source, build)
+    else:
+        print("SKIP the Python examples: the build has no python/hvdtune")
     return 1 if failed else 0
 
 
@@ -283,7 +390,12 @@ def main():
     p.add_argument("--check-links", action="store_true",
                    help="instead: check that every relative link resolves "
                    "and every HOROVOD_*/HVDTUNE_* name exists in the code")
+    p.add_argument("--extract-examples", metavar="DIR",
+                   help="instead: write the C and C++ examples marked "
+                   "compiles into DIR as programs")
     args = p.parse_args()
+    if args.extract_examples:
+        return extract_examples(args)
     if args.check_links:
         return check_links(args)
     if args.hvd_tune:

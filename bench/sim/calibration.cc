@@ -13,8 +13,8 @@ const char* const kAlgorithms[] = {"native", "ring", "hierarchical"};
 
 // Lone synchronous allreduce calls, us per call (allreduce_bench, float32
 // sum, default knobs). One node, 4 ranks: `native` up to 64 MiB from the
-// README's Latency table (medians of 5 rounds), ring and hierarchical up to
-// 1 MiB measured with it (one run), 4 MiB and up as in the README's
+// calibration measurements (docs/simulator.md, medians of 5 rounds), ring and
+// hierarchical up to 1 MiB measured with it (one run), 4 MiB and up from the
 // Allreduce table (a cycle's timer is no floor there: the call outlasts it).
 struct Call {
   double bytes;
@@ -100,7 +100,7 @@ std::vector<CalibrationRow> Calibrate(const Preset& shm, const Preset& loopback,
                     SingleCallSeconds(shm, {1, 4}, k, g.bytes)});
   }
   // fusion_bench: every gradient enqueued at once, then waited for; no
-  // compute. Fused (default threshold): the README's Latency table; unfused
+  // compute. Fused (default threshold): the calibration measurements; unfused
   // (threshold 0): one run of fusion_bench after the change.
   struct Fusion {
     const char* workload;
@@ -118,7 +118,7 @@ std::vector<CalibrationRow> Calibrate(const Preset& shm, const Preset& loopback,
     rows.push_back({"fusion step", f.workload, "unfused", f.unfused_ms * 1e-3,
                     SimulateStep(shm, {1, 4}, w, k).step_s});
   }
-  // negotiation_bench: us per active cycle; cache on from the README's
+  // negotiation_bench: us per active cycle; cache on from the calibration
   // Latency table, cache off from one run after the change.
   struct Negotiation {
     int tensors;

@@ -1,5 +1,5 @@
 // Calibration of the CPU presets against measurements of this machine
-// (README "Benchmarks" and "Calibration"): lone allreduce calls on 4 ranks
+// (docs/simulator.md, "Calibration"): lone allreduce calls on 4 ranks
 // and on 2 emulated nodes x 2 ranks, fusion steps, negotiation per cycle,
 // and synthetic_train steps at several cycle times (the cycle loop).
 #pragma once

@@ -2,7 +2,7 @@
 //   --simulate   step time and throughput of one configuration
 //   --calibrate  predicted vs measured on this machine (--fit refits first)
 //   (default)    tuner at scale: regret of each optimizer per scenario
-// See the README's "Cluster simulator" section.
+// See docs/simulator.md.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>

@@ -89,7 +89,7 @@ struct Workload {
 
 /// The workloads of bench/data (resnet50, vgg16, bert-base), many-small,
 /// and two built to be hard for a tuner ("narrow", "far-optimum"); the
-/// compute times are assumptions documented in the README.
+/// compute times are assumptions documented in docs/simulator.md.
 Workload MakeWorkload(const std::string& name, const std::string& shapes_dir);
 std::vector<std::string> WorkloadNames();
 

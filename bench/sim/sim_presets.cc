@@ -1,5 +1,5 @@
 // Presets and workloads of the cluster simulator. Where each number comes
-// from is in the README ("Cluster simulator").
+// from is in docs/simulator.md ("Calibration").
 #include <algorithm>
 #include <stdexcept>
 
@@ -11,7 +11,7 @@ namespace hvdtune::sim {
 const std::vector<Preset>& Presets() {
   static const std::vector<Preset> kPresets = [] {
     // This machine, fitted by `cluster_sim --calibrate --fit` to the
-    // measurements of the README's Calibration section (4 ranks on 2
+    // measurements of docs/simulator.md's Calibration section (4 ranks on 2
     // cores, shared memory).
     Preset shm;
     shm.name = "cpu-shm";
@@ -29,8 +29,8 @@ const std::vector<Preset>& Presets() {
     shm.request_s = 0.610e-6;
     shm.compute_scale = 20;
     // Not fitted: synthetic_train's compute at 0.2 ms and 20 ms cycle
-    // times is equal within its noise (README, Calibration), so an idle
-    // cycle takes at most a few microseconds of CPU from it.
+    // times is equal within its noise (docs/simulator.md, Calibration), so an
+    // idle cycle takes at most a few microseconds of CPU from it.
     shm.idle_cpu_s = 5e-6;
     shm.cpu_share = 1;
     shm.inter_alpha = shm.intra_alpha;
@@ -92,7 +92,7 @@ const Preset& FindPreset(const std::string& name) {
 namespace {
 
 // Reference compute per step on one GPU (A100 class, batch per rank as
-// given): forward, backward. Assumptions, stated in the README.
+// given): forward, backward. Assumptions, stated in docs/simulator.md.
 struct Compute {
   const char* name;
   double forward_s, backward_s;

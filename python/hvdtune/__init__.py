@@ -34,9 +34,11 @@ Sum = "sum"
 Average = "average"
 Min = "min"
 Max = "max"
+Product = "product"
 
 __all__ = [
-    "HvdtuneError", "Handle", "Sum", "Average", "Min", "Max", "init",
+    "HvdtuneError", "Handle", "Sum", "Average", "Min", "Max", "Product",
+    "init",
     "shutdown", "is_initialized", "size", "rank", "local_rank", "local_size",
     "cross_rank", "cross_size", "allreduce", "allreduce_async", "synchronize",
     "poll", "grouped_allreduce", "grouped_allreduce_async", "broadcast",

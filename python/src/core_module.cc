@@ -151,6 +151,12 @@ class GatherResult {
     switch (dtype_) {
       case DataType::kUInt8:
         return "B";
+      case DataType::kInt8:
+        return "b";
+      case DataType::kInt16:
+        return "h";
+      case DataType::kBool:
+        return "?";
       case DataType::kInt32:
         return "i";
       case DataType::kInt64:
@@ -173,6 +179,13 @@ class GatherResult {
 
 std::unique_ptr<PyHandle> MakeHandle(std::shared_ptr<Pending> pending) {
   if (!GetState().orphans.empty()) PruneOrphans();
+  // Refused at submission (a name already in flight on this rank, a device
+  // tensor without NCCL): the caller hears it at once, as Horovod raises
+  // these on the submitting call, not at synchronize.
+  if (pending->handle.Poll() &&
+      pending->handle.status().code() == StatusCode::kInvalidArgument) {
+    RaiseStatus(pending->handle.status());
+  }
   return std::make_unique<PyHandle>(std::move(pending));
 }
 
@@ -378,6 +391,14 @@ double MpiMax(double value) {
   return result;
 }
 
+// Whether MPI runs with MPI_THREAD_MULTIPLE (what the runtime asks for).
+bool MpiThreadsSupported() {
+  RequireMpi("mpi_threads_supported");
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  return provided == MPI_THREAD_MULTIPLE;
+}
+
 void MpiBarrier() {
   RequireMpi("mpi_barrier");
   py::gil_scoped_release release;
@@ -399,6 +420,7 @@ void Abort(int code) {
 void DefineModule(py::module_& m) {
   m.doc() = "hvdtune runtime binding (use the hvdtune package)";
   m.attr("HvdtuneError") = CreateErrorType();
+  m.attr("InvalidArgumentError") = InvalidArgumentErrorType();
 
   py::class_<PyHandle>(m, "Handle", py::dynamic_attr())
       .def("poll", &PyHandle::Poll, "True once the collective finished.")
@@ -431,6 +453,16 @@ void DefineModule(py::module_& m) {
   m.def("broadcast_async", &BroadcastAsync, py::arg("name"), py::arg("buffer"),
         py::arg("root"));
   m.def("allgather_async", &AllgatherAsync, py::arg("name"), py::arg("input"));
+  m.def(
+      "reduce_ops",
+      [] {
+        std::vector<std::string> ops;
+        for (const char* name : {"average", "sum", "min", "max", "product"}) {
+          if (ParseReduceOp(name)) ops.emplace_back(name);
+        }
+        return ops;
+      },
+      "The reduce ops the runtime accepts, by name.");
   m.def("mark_step", [] { Rt().MarkStep(); });
   m.def("autotune_status", &AutotuneStatusDict);
   m.def("knobs", [] { return KnobsDict(Rt().knobs()); });
@@ -443,6 +475,8 @@ void DefineModule(py::module_& m) {
         py::arg("output"), "Raw MPI_Allreduce (sum) on MPI_COMM_WORLD.");
   m.def("mpi_max", &MpiMax, "Largest `value` over the ranks (raw MPI).");
   m.def("mpi_barrier", &MpiBarrier, "MPI_Barrier on MPI_COMM_WORLD.");
+  m.def("mpi_threads_supported", &MpiThreadsSupported,
+        "True when MPI was initialised with MPI_THREAD_MULTIPLE.");
   m.def("pending_orphans", [] { return GetState().orphans.size(); });
 }
 

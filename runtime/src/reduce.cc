@@ -24,6 +24,21 @@ void ReduceTyped(T* dst, const T* src, std::int64_t n, ReduceOp op) {
     case ReduceOp::kMax:
       for (std::int64_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]);
       break;
+    case ReduceOp::kProduct:
+      for (std::int64_t i = 0; i < n; ++i) {
+        dst[i] = static_cast<T>(dst[i] * src[i]);
+      }
+      break;
+  }
+}
+
+// Bools are never reduced through the API; should a kernel meet them, the
+// result stays 0 or 1: sum and max are "or", product and min "and".
+void ReduceBool(std::uint8_t* dst, const std::uint8_t* src, std::int64_t n,
+                ReduceOp op) {
+  const bool any = op != ReduceOp::kMin && op != ReduceOp::kProduct;
+  for (std::int64_t i = 0; i < n; ++i) {
+    dst[i] = any ? (dst[i] | src[i]) != 0 : (dst[i] & src[i]) != 0;
   }
 }
 
@@ -41,6 +56,9 @@ void ReduceHalf(std::uint16_t* dst, const std::uint16_t* src, std::int64_t n,
         break;
       case ReduceOp::kMax:
         r = std::max(a, b);
+        break;
+      case ReduceOp::kProduct:
+        r = a * b;
         break;
       default:
         r = a + b;
@@ -70,6 +88,9 @@ __attribute__((target("avx,f16c"))) void ReduceHalfF16c(
         break;
       case ReduceOp::kMax:
         r = _mm256_max_ps(a, b);
+        break;
+      case ReduceOp::kProduct:
+        r = _mm256_mul_ps(a, b);
         break;
       default:
         r = _mm256_add_ps(a, b);
@@ -144,6 +165,18 @@ void ReduceInto(void* dst, const void* src, std::int64_t count, DataType dtype,
       ReduceTyped(static_cast<double*>(dst), static_cast<const double*>(src),
                   count, op);
       break;
+    case DataType::kInt8:
+      ReduceTyped(static_cast<std::int8_t*>(dst),
+                  static_cast<const std::int8_t*>(src), count, op);
+      break;
+    case DataType::kInt16:
+      ReduceTyped(static_cast<std::int16_t*>(dst),
+                  static_cast<const std::int16_t*>(src), count, op);
+      break;
+    case DataType::kBool:
+      ReduceBool(static_cast<std::uint8_t*>(dst),
+                 static_cast<const std::uint8_t*>(src), count, op);
+      break;
   }
 }
 
@@ -172,6 +205,14 @@ void DivideBy(void* buf, std::int64_t count, DataType dtype, int divisor) {
     case DataType::kFloat64:
       DivideTyped(static_cast<double*>(buf), count, divisor);
       break;
+    case DataType::kInt8:
+      DivideTyped(static_cast<std::int8_t*>(buf), count, divisor);
+      break;
+    case DataType::kInt16:
+      DivideTyped(static_cast<std::int16_t*>(buf), count, divisor);
+      break;
+    case DataType::kBool:
+      break;  // never averaged (refused at enqueue)
   }
 }
 

@@ -94,6 +94,11 @@ std::string CheckAllreduceArgs(std::string_view name, const void* input,
           std::string(name) + "' (0.." + std::to_string(kNumReduceOps - 1) +
           ")";
   }
+  if (err.empty() && dtype == DataType::kBool) {
+    err = "bool tensor '" + std::string(name) +
+          "' cannot be reduced (broadcast, allgather and alltoall move bool "
+          "tensors; reduce an integer type instead)";
+  }
   return err;
 }
 

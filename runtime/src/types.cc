@@ -8,11 +8,12 @@ namespace hvdtune {
 namespace {
 
 constexpr std::array<std::string_view, kNumDataTypes> kDataTypeNames = {
-    "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64"};
-constexpr std::array<std::size_t, kNumDataTypes> kDataTypeSizes = {1, 4, 8, 2,
-                                                                   2, 4, 8};
+    "uint8",   "int32",   "int64", "float16", "bfloat16",
+    "float32", "float64", "int8",  "int16",   "bool"};
+constexpr std::array<std::size_t, kNumDataTypes> kDataTypeSizes = {
+    1, 4, 8, 2, 2, 4, 8, 1, 2, 1};
 constexpr std::array<std::string_view, kNumReduceOps> kReduceOpNames = {
-    "sum", "average", "min", "max"};
+    "sum", "average", "min", "max", "product"};
 
 }  // namespace
 

@@ -5,6 +5,12 @@ in-place call (`allreduce_`, `broadcast_`) reduces into the tensor itself and
 the out-of-place one into a new tensor, with no staging copy. Unnamed
 collectives are numbered per kind, so every rank must issue them in the same
 order.
+
+Every `*_async` call returns a handle for `poll` / `synchronize`; a second
+collective under a name still in flight on this rank raises ValueError
+(InvalidArgumentError) at the call. Errors of the collective itself (ranks
+disagreeing on a shape or dtype, a peer gone) raise HorovodInternalError
+(= HvdtuneError, a RuntimeError) at `synchronize`.
 """
 
 import io
@@ -20,35 +26,139 @@ Average = hvdtune.Average
 Sum = hvdtune.Sum
 Min = hvdtune.Min
 Max = hvdtune.Max
-# Horovod's other ops: accepted as names so scripts import, refused when used.
+Product = hvdtune.Product
+# Horovod's Adasum: accepted as a name so that scripts import, refused when
+# used (hvdtune tunes the allreduce algorithms instead).
 Adasum = "adasum"
-Product = "product"
-_SUPPORTED_OPS = (Average, Sum, Min, Max)
+
+HorovodInternalError = hvdtune.HvdtuneError
 
 
 def _error(code, message):
-    e = hvdtune.HvdtuneError(message)
+    """An HvdtuneError with `code` (InvalidArgumentError, also a ValueError,
+    for "invalid_argument")."""
+    cls = (_core.InvalidArgumentError
+           if code == "invalid_argument" else hvdtune.HvdtuneError)
+    e = cls(message)
     e.code = code
     return e
 
 
-def _resolve_op(op, average):
+def _resolve_op(op, average, what="allreduce"):
     if op is None:
         return Average if average is None or average else Sum
     if average is not None:
         raise ValueError("pass either op= or the older average=, not both")
-    if op not in _SUPPORTED_OPS:
+    if op == Adasum:
         raise _error(
-            "invalid_argument", "hvdtune.torch: reduce op %r is not supported "
-            "(supported: Average, Sum, Min, Max)" % (op,))
+            "invalid_argument", "hvdtune.torch %s: op=Adasum is not supported "
+            "(use op=Average or op=Sum; hvdtune tunes the allreduce "
+            "algorithm itself)" % what)
+    if op not in _core.reduce_ops():
+        raise _error(
+            "invalid_argument", "hvdtune.torch %s: reduce op %r is not "
+            "supported (supported: %s)" %
+            (what, op, ", ".join(_core.reduce_ops())))
     return op
 
 
-def _check_process_set(process_set):
-    if process_set is not None:
+class ProcessSet:
+    """Horovod's ProcessSet. hvdtune runs every collective over all ranks:
+    the global set is the only one, and a set of fewer ranks is refused."""
+
+    def __init__(self, ranks_or_comm=None):
+        self.ranks = None if ranks_or_comm is None else sorted(
+            int(r) for r in ranks_or_comm)
+        self.process_set_id = 0 if ranks_or_comm is None else None
+
+    def size(self):
+        return hvdtune.size()
+
+    def rank(self):
+        return hvdtune.rank()
+
+    def included(self):
+        return True
+
+    def __repr__(self):
+        return "ProcessSet(process_set_id=%r, ranks=%r)" % (
+            self.process_set_id, self.ranks)
+
+
+global_process_set = ProcessSet()
+
+_PROCESS_SET_REFUSAL = (
+    "process sets are not supported by hvdtune: every collective spans all "
+    "ranks of the job (run one job per group of ranks instead)")
+
+
+def _covers_all_ranks(process_set):
+    return process_set.ranks is None or process_set.ranks == list(
+        range(hvdtune.size()))
+
+
+def _check_process_set(process_set, what="collective"):
+    if process_set is None or process_set is global_process_set:
+        return
+    if isinstance(process_set, ProcessSet) and _covers_all_ranks(process_set):
+        return
+    raise _error("invalid_argument",
+                 "hvdtune.torch %s: %s" % (what, _PROCESS_SET_REFUSAL))
+
+
+def add_process_set(process_set):
+    """Refused unless it names every rank (then it is the global set)."""
+    if not isinstance(process_set, ProcessSet):
+        process_set = ProcessSet(process_set)
+    if _covers_all_ranks(process_set):
+        return global_process_set
+    raise _error("invalid_argument", "add_process_set: " +
+                 _PROCESS_SET_REFUSAL)
+
+
+def remove_process_set(process_set):
+    """Refused for the global set, as in Horovod; no other set exists."""
+    raise _error("invalid_argument",
+                 "remove_process_set: the global process set cannot be "
+                 "removed, and no other exists (%s)" % _PROCESS_SET_REFUSAL)
+
+
+def _check_tensor(tensor, what):
+    if not torch.is_tensor(tensor):
         raise _error("invalid_argument",
-                     "hvdtune.torch: process sets are not supported; every "
-                     "collective spans all ranks")
+                     "%s: expected a torch tensor, got %s" %
+                     (what, type(tensor).__name__))
+    if tensor.device.type != "cpu":
+        raise _error(
+            "invalid_argument", "%s: a tensor on device '%s'; hvdtune.torch "
+            "takes CPU tensors (move it with .cpu(); the runtime's NCCL "
+            "backend is reachable from C++ only)" % (what, tensor.device.type))
+    if tensor.is_sparse:
+        raise _error(
+            "invalid_argument", "%s: a sparse tensor; use "
+            "sparse_allreduce_async, or .to_dense()" % what)
+    return tensor
+
+
+def _scaled(tensor, factor):
+    """tensor * factor in the tensor's dtype, computed as Horovod does:
+    float64 for integers, float32 for 16-bit floats."""
+    if factor == 1.0:
+        return tensor
+    if tensor.dtype in (torch.float32, torch.float64):
+        return tensor * factor
+    if tensor.dtype in (torch.float16, torch.bfloat16):
+        return (tensor.float() * factor).to(tensor.dtype)
+    return (tensor.double() * factor).to(tensor.dtype)
+
+
+def _scale_(tensor, factor):
+    if factor == 1.0:
+        return
+    if tensor.dtype in (torch.float32, torch.float64):
+        tensor.mul_(factor)
+    else:
+        tensor.copy_(_scaled(tensor, factor))
 
 
 def _inplace_buffer(tensor):
@@ -67,17 +177,18 @@ def _finish(handle, result, postscale=1.0, copy_back=None):
     return handle
 
 
+# -- allreduce -------------------------------------------------------------
+
+
 def allreduce_async(tensor, average=None, name=None, op=None,
                     prescale_factor=1.0, postscale_factor=1.0,
-                    process_set=None):
+                    process_set=global_process_set):
     """Starts an allreduce of `tensor` into a new tensor; synchronize(handle)
     returns it."""
     op = _resolve_op(op, average)
-    _check_process_set(process_set)
-    src = tensor.detach()
-    if prescale_factor != 1.0:
-        src = src * prescale_factor
-    src = src.contiguous()
+    _check_process_set(process_set, "allreduce")
+    src = _scaled(_check_tensor(tensor, "allreduce").detach(),
+                  prescale_factor).contiguous()
     out = torch.empty_like(src, memory_format=torch.contiguous_format)
     h = _core.allreduce_async(hvdtune._auto_name("allreduce", name), src,
                               out, op)
@@ -86,13 +197,12 @@ def allreduce_async(tensor, average=None, name=None, op=None,
 
 def allreduce_async_(tensor, average=None, name=None, op=None,
                      prescale_factor=1.0, postscale_factor=1.0,
-                     process_set=None):
+                     process_set=global_process_set):
     """Starts an in-place allreduce of `tensor`."""
     op = _resolve_op(op, average)
-    _check_process_set(process_set)
-    buf, copy_back = _inplace_buffer(tensor)
-    if prescale_factor != 1.0:
-        buf.mul_(prescale_factor)
+    _check_process_set(process_set, "allreduce")
+    buf, copy_back = _inplace_buffer(_check_tensor(tensor, "allreduce"))
+    _scale_(buf, prescale_factor)
     h = _core.allreduce_async(hvdtune._auto_name("allreduce", name), buf, buf,
                               op)
     return _finish(h, buf, postscale_factor, copy_back)
@@ -120,11 +230,12 @@ class _Allreduce(torch.autograd.Function):
 
 
 def allreduce(tensor, average=None, name=None, compression=None, op=None,
-              prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+              prescale_factor=1.0, postscale_factor=1.0,
+              process_set=global_process_set):
     """Returns the allreduce of `tensor` (differentiable for Sum and
     Average); `compression` (e.g. Compression.fp16) is applied on the wire."""
     op = _resolve_op(op, average)
-    _check_process_set(process_set)
+    _check_process_set(process_set, "allreduce")
     if compression is not None:
         sent, ctx = compression.compress(tensor)
     else:
@@ -141,7 +252,7 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None,
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-               postscale_factor=1.0, process_set=None):
+               postscale_factor=1.0, process_set=global_process_set):
     return synchronize(
         allreduce_async_(tensor, average, name, op, prescale_factor,
                          postscale_factor, process_set))
@@ -149,23 +260,20 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 def _grouped(tensors, average, name, op, prescale_factor, postscale_factor,
              inplace):
-    op = _resolve_op(op, average)
+    op = _resolve_op(op, average, "grouped_allreduce")
     group = hvdtune._auto_name("grouped_allreduce", name)
     names = ["%s.%d" % (group, i) for i in range(len(tensors))]
     inputs, outputs, copy_backs = [], [], []
     for t in tensors:
+        _check_tensor(t, "grouped_allreduce")
         if inplace:
             buf, back = _inplace_buffer(t)
-            if prescale_factor != 1.0:
-                buf.mul_(prescale_factor)
+            _scale_(buf, prescale_factor)
             inputs.append(buf)
             outputs.append(buf)
             copy_backs.append(back)
         else:
-            src = t.detach()
-            if prescale_factor != 1.0:
-                src = src * prescale_factor
-            src = src.contiguous()
+            src = _scaled(t.detach(), prescale_factor).contiguous()
             inputs.append(src)
             outputs.append(torch.empty_like(src))
             copy_backs.append(None)
@@ -175,76 +283,308 @@ def _grouped(tensors, average, name, op, prescale_factor, postscale_factor,
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None,
                             prescale_factor=1.0, postscale_factor=1.0,
-                            process_set=None):
+                            process_set=global_process_set):
     """Allreduces `tensors` as one unit (negotiated, fused and completed
     together) into new tensors."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, "grouped_allreduce")
     return _grouped(tensors, average, name, op, prescale_factor,
                     postscale_factor, False)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None,
                              prescale_factor=1.0, postscale_factor=1.0,
-                             process_set=None):
-    _check_process_set(process_set)
+                             process_set=global_process_set):
+    _check_process_set(process_set, "grouped_allreduce")
     return _grouped(tensors, average, name, op, prescale_factor,
                     postscale_factor, True)
 
 
-def grouped_allreduce(tensors, average=None, name=None, op=None,
-                      prescale_factor=1.0, postscale_factor=1.0,
-                      process_set=None):
-    return synchronize(
-        grouped_allreduce_async(tensors, average, name, op, prescale_factor,
-                                postscale_factor, process_set))
+class _GroupedAllreduce(torch.autograd.Function):
+    """Grouped allreduce as an autograd op: the gradients are allreduced
+    the same way, as one group."""
+
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+        ctx.op = op
+        ctx.scale = (prescale_factor, postscale_factor)
+        return tuple(
+            synchronize(
+                grouped_allreduce_async(list(tensors), name=name, op=op,
+                                        prescale_factor=prescale_factor,
+                                        postscale_factor=postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        reduced = synchronize(
+            grouped_allreduce_async([g.contiguous() for g in grads],
+                                    op=ctx.op, prescale_factor=ctx.scale[0],
+                                    postscale_factor=ctx.scale[1]))
+        return (None, None, None, None) + tuple(reduced)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=None,
+                      op=None, prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """Returns the allreduces of `tensors`, done as one unit; differentiable
+    for Sum and Average; `compression` is applied to each on the wire."""
+    op = _resolve_op(op, average, "grouped_allreduce")
+    _check_process_set(process_set, "grouped_allreduce")
+    tensors = list(tensors)
+    if compression is not None:
+        pairs = [compression.compress(t) for t in tensors]
+    else:
+        pairs = [(t, None) for t in tensors]
+    sent = [t for t, _ in pairs]
+    if any(t.requires_grad for t in sent) and op in (Average, Sum):
+        out = list(
+            _GroupedAllreduce.apply(name, op, prescale_factor,
+                                    postscale_factor, *sent))
+    else:
+        out = synchronize(
+            grouped_allreduce_async(sent, name=name, op=op,
+                                    prescale_factor=prescale_factor,
+                                    postscale_factor=postscale_factor))
+    if compression is None:
+        return out
+    return [compression.decompress(o, c) for o, (_, c) in zip(out, pairs)]
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None,
                        prescale_factor=1.0, postscale_factor=1.0,
-                       process_set=None):
+                       process_set=global_process_set):
     return synchronize(
         grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
                                  postscale_factor, process_set))
 
 
-def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+def sparse_allreduce_async(tensor, name=None, op=Average,
+                           process_set=global_process_set):
+    """Reduces a sparse COO tensor as Horovod does: allgathers its indices
+    and values (so the result holds every rank's entries, duplicates
+    summed when densified), divided by the number of ranks for Average.
+    Returns a handle; calling it (or synchronize(handle)) returns the
+    sparse result."""
+    if op not in (Average, Sum):
+        raise _error("invalid_argument",
+                     "sparse_allreduce_async: op must be Average or Sum, "
+                     "got %r" % (op,))
+    _check_process_set(process_set, "sparse_allreduce_async")
+    if not torch.is_tensor(tensor) or not tensor.is_sparse:
+        raise _error("invalid_argument",
+                     "sparse_allreduce_async: expected a sparse COO tensor")
+    if tensor.device.type != "cpu":
+        _check_tensor(tensor.to_dense(), "sparse_allreduce_async")
+    name = hvdtune._auto_name("sparse_allreduce", name)
+    indices = tensor._indices().t().contiguous()  # (nnz, sparse_dim)
+    values = tensor._values().contiguous()  # (nnz, *dense_dims)
+    return _SparseHandle(
+        allgather_async(indices, name=name + ".indices"),
+        allgather_async(values, name=name + ".values"), op, tensor.shape)
+
+
+class _GroupHandle:
+    """Several handles completing as one result list."""
+
+    def __init__(self, handles):
+        self._handles = handles
+
+    def poll(self):
+        return all(h.poll() for h in self._handles)
+
+    def wait(self):
+        for h in self._handles:
+            h.wait()
+
+    def result(self):
+        return [synchronize(h) for h in self._handles]
+
+
+class _SparseHandle(_GroupHandle):
+    """The allgathers of a sparse tensor's indices and values; calling it
+    returns the reduced sparse tensor."""
+
+    def __init__(self, indices, values, op, shape):
+        super().__init__([indices, values])
+        self._op = op
+        self._shape = shape
+        self._sparse = None
+
+    def __call__(self):
+        if self._sparse is None:
+            indices, values = self.result()
+            if self._op == Average:
+                values = values / hvdtune.size()
+            self._sparse = torch.sparse_coo_tensor(indices.t(), values,
+                                                   self._shape)
+        return self._sparse
+
+
+# -- broadcast -------------------------------------------------------------
+
+
+def broadcast_async_(tensor, root_rank, name=None,
+                     process_set=global_process_set):
     """Starts an in-place broadcast of `tensor` from `root_rank`."""
-    _check_process_set(process_set)
-    buf, copy_back = _inplace_buffer(tensor)
+    _check_process_set(process_set, "broadcast")
+    buf, copy_back = _inplace_buffer(_check_tensor(tensor, "broadcast"))
     h = _core.broadcast_async(hvdtune._auto_name("broadcast", name), buf,
                               int(root_rank))
     return _finish(h, buf, 1.0, copy_back)
 
 
-def broadcast_async(tensor, root_rank, name=None, process_set=None):
+def broadcast_async(tensor, root_rank, name=None,
+                    process_set=global_process_set):
     """Starts a broadcast of `tensor` from `root_rank` into a new tensor."""
-    _check_process_set(process_set)
-    buf = tensor.detach().clone(memory_format=torch.contiguous_format)
+    _check_process_set(process_set, "broadcast")
+    buf = _check_tensor(tensor, "broadcast").detach().clone(
+        memory_format=torch.contiguous_format)
     h = _core.broadcast_async(hvdtune._auto_name("broadcast", name), buf,
                               int(root_rank))
     return _finish(h, buf)
 
 
-def broadcast(tensor, root_rank, name=None, process_set=None):
-    return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+class _Broadcast(torch.autograd.Function):
+    """Broadcast as an autograd op: the root gets the ranks' average
+    gradient, the other ranks zero."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name):
+        ctx.root_rank = root_rank
+        return synchronize(broadcast_async(tensor, root_rank, name))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = synchronize(allreduce_async(grad_output, op=Average))
+        if hvdtune.rank() != ctx.root_rank:
+            grad.zero_()
+        return grad, None, None
 
 
-def broadcast_(tensor, root_rank, name=None, process_set=None):
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """Returns `root_rank`'s `tensor` (a new tensor; differentiable)."""
+    _check_process_set(process_set, "broadcast")
+    if tensor.requires_grad:
+        return _Broadcast.apply(tensor, root_rank, name)
+    return synchronize(broadcast_async(tensor, root_rank, name))
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
-def allgather_async(tensor, name=None, process_set=None):
+# -- allgather -------------------------------------------------------------
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts concatenating every rank's `tensor` along dimension 0 (whose
     size may differ between ranks)."""
-    _check_process_set(process_set)
-    src = tensor.detach().contiguous()
+    _check_process_set(process_set, "allgather")
+    src = _check_tensor(tensor, "allgather").detach().contiguous()
     h = _core.allgather_async(hvdtune._auto_name("allgather", name), src)
     h._gather_dtype = src.dtype
     return h
 
 
-def allgather(tensor, name=None, process_set=None):
-    return synchronize(allgather_async(tensor, name, process_set))
+def _gathered(handle):
+    dtype = handle._gather_dtype
+    shape = handle.output_shape
+    if int(np.prod(shape)) == 0:
+        return torch.empty(shape, dtype=dtype)
+    # The runtime's result bytes, viewed without a copy; the tensor keeps
+    # them alive.
+    return torch.frombuffer(handle.output(), dtype=dtype).reshape(shape)
+
+
+def _first_dims(dim0, name=None):
+    """Every rank's first dimension, in rank order."""
+    return synchronize(
+        allgather_async(torch.tensor([dim0], dtype=torch.int64),
+                        name=name)).tolist()
+
+
+class _Allgather(torch.autograd.Function):
+    """Allgather as an autograd op: the gradient is the ranks' average
+    gradient of the result, sliced to this rank's rows."""
+
+    @staticmethod
+    def forward(ctx, tensor, name):
+        ctx.dim0 = tensor.shape[0]
+        return synchronize(allgather_async(tensor, name))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = synchronize(allreduce_async(grad_output, op=Average))
+        dims = _first_dims(ctx.dim0)
+        offset = sum(dims[:hvdtune.rank()])
+        return grad.narrow(0, offset, ctx.dim0), None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Returns every rank's `tensor` concatenated along dimension 0
+    (differentiable)."""
+    _check_process_set(process_set, "allgather")
+    if tensor.requires_grad:
+        return _Allgather.apply(tensor, name)
+    return synchronize(allgather_async(tensor, name))
+
+
+def grouped_allgather_async(tensors, name=None,
+                            process_set=global_process_set):
+    """Starts allgathers of `tensors`; synchronize(handle) returns the list
+    of results."""
+    _check_process_set(process_set, "grouped_allgather")
+    group = hvdtune._auto_name("grouped_allgather", name)
+    return _GroupHandle([
+        allgather_async(t, name="%s.%d" % (group, i))
+        for i, t in enumerate(tensors)
+    ])
+
+
+class _GroupedAllgather(torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, name, *tensors):
+        ctx.dim0s = [t.shape[0] for t in tensors]
+        return tuple(synchronize(grouped_allgather_async(list(tensors),
+                                                         name)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        reduced = synchronize(
+            grouped_allreduce_async([g.contiguous() for g in grads],
+                                    op=Average))
+        dims = synchronize(
+            grouped_allgather_async(
+                [torch.tensor([d], dtype=torch.int64) for d in ctx.dim0s]))
+        r = hvdtune.rank()
+        out = []
+        for g, d, dim0 in zip(reduced, dims, ctx.dim0s):
+            offset = int(d[:r].sum()) if r else 0
+            out.append(g.narrow(0, offset, dim0))
+        return (None,) + tuple(out)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Returns the allgathers of `tensors` (differentiable)."""
+    _check_process_set(process_set, "grouped_allgather")
+    tensors = list(tensors)
+    if any(t.requires_grad for t in tensors):
+        return list(_GroupedAllgather.apply(name, *tensors))
+    return synchronize(grouped_allgather_async(tensors, name))
+
+
+# -- barrier ---------------------------------------------------------------
+
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank called it."""
+    _check_process_set(process_set, "barrier")
+    synchronize(
+        allreduce_async(torch.zeros(1), name=hvdtune._auto_name(
+            "barrier", None), op=Sum))
+
+
+# -- handles ---------------------------------------------------------------
 
 
 def poll(handle):
@@ -256,36 +596,36 @@ def synchronize(handle):
     """Waits for `handle` (the GIL is released; Ctrl-C interrupts) and
     returns its output tensor(s). Raises HvdtuneError carrying the runtime's
     message when the collective failed."""
+    if isinstance(handle, _SparseHandle):
+        return handle()
     handle.wait()
-    dtype = getattr(handle, "_gather_dtype", None)
-    if dtype is not None:
-        shape = handle.output_shape
-        if int(np.prod(shape)) == 0:
-            return torch.empty(shape, dtype=dtype)
-        # The runtime's result bytes, viewed without a copy; the tensor
-        # keeps them alive.
-        return torch.frombuffer(handle.output(), dtype=dtype).reshape(shape)
+    if isinstance(handle, _GroupHandle):
+        return handle.result()
+    if getattr(handle, "_gather_dtype", None) is not None:
+        return _gathered(handle)
     result, post, back = handle._result, handle._postscale, handle._copy_back
     if isinstance(result, list):
         for i, r in enumerate(result):
-            if post != 1.0:
-                r.mul_(post)
+            _scale_(r, post)
             if back[i] is not None:
                 back[i].copy_(r)
                 result[i] = back[i]
         return result
-    if post != 1.0:
-        result.mul_(post)
+    _scale_(result, post)
     if back is not None:
         back.copy_(result)
         return back
     return result
 
 
-def broadcast_parameters(params, root_rank=0):
+# -- objects and state -----------------------------------------------------
+
+
+def broadcast_parameters(params, root_rank=0, process_set=global_process_set):
     """Broadcasts a model's parameters (a state_dict, or a list of
     (name, tensor) pairs as from named_parameters()) from `root_rank`, in
     place."""
+    _check_process_set(process_set, "broadcast_parameters")
     if isinstance(params, dict):
         items = sorted(params.items())
     else:
@@ -303,9 +643,11 @@ def broadcast_parameters(params, root_rank=0):
         synchronize(h)
 
 
-def broadcast_object(obj, root_rank=0, name=None):
+def broadcast_object(obj, root_rank=0, name=None,
+                     process_set=global_process_set):
     """Returns `root_rank`'s `obj` on every rank (pickled; tensors
     included)."""
+    _check_process_set(process_set, "broadcast_object")
     name = hvdtune._auto_name("broadcast_object", name)
     if hvdtune.rank() == root_rank:
         stream = io.BytesIO()
@@ -323,8 +665,9 @@ def broadcast_object(obj, root_rank=0, name=None):
     return torch.load(io.BytesIO(payload.tobytes()))
 
 
-def allgather_object(obj, name=None):
+def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's `obj`, in rank order."""
+    _check_process_set(process_set, "allgather_object")
     name = hvdtune._auto_name("allgather_object", name)
     payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
     lengths = hvdtune.allgather(np.array([payload.size], dtype=np.int64),
@@ -337,13 +680,46 @@ def allgather_object(obj, name=None):
     return out
 
 
-def broadcast_optimizer_state(optimizer, root_rank=0):
+def _initialize_optimizer_state(optimizer, model):
+    """A new optimizer has no state yet: give every trainable parameter a
+    zero gradient and take one step of the wrapped optimizer (never the
+    distributed one's, which would allreduce), as Horovod does, so that the
+    state exists to be broadcast."""
+    sparse_params = set()
+    if model is not None:
+        for module in model.modules():
+            if isinstance(module, torch.nn.Embedding) and module.sparse:
+                sparse_params.update(id(p) for p in module.parameters())
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if not p.requires_grad:
+                continue
+            p.grad = torch.zeros_like(p)
+            if isinstance(optimizer, torch.optim.SparseAdam) or (
+                    isinstance(optimizer, torch.optim.SGD) and
+                    id(p) in sparse_params):
+                p.grad = p.grad.to_sparse()
+    local_step = getattr(optimizer, "_local_step", None)
+    if local_step is not None:
+        local_step()
+    else:
+        optimizer.step()
+
+
+def broadcast_optimizer_state(optimizer, root_rank=0, model=None,
+                              process_set=global_process_set):
     """Makes every rank's optimizer state (hyperparameters, step counts,
-    momentum buffers, ...) equal to `root_rank`'s."""
+    momentum buffers, ...) equal to `root_rank`'s. An optimizer that has not
+    stepped yet gets its state first (one step on zero gradients); `model`
+    names sparse embeddings, whose zero gradients are then sparse."""
+    _check_process_set(process_set, "broadcast_optimizer_state")
     if isinstance(optimizer, torch.optim.LBFGS):
         raise _error("invalid_argument",
                      "broadcast_optimizer_state: torch.optim.LBFGS is not "
-                     "supported")
+                     "supported (its state is not a tensor per parameter; "
+                     "use broadcast_object on what you need)")
+    if not optimizer.state_dict()["state"]:
+        _initialize_optimizer_state(optimizer, model)
     state = broadcast_object(optimizer.state_dict(), root_rank,
                              name="broadcast_optimizer_state")
     if hvdtune.rank() != root_rank:

@@ -41,7 +41,9 @@ enum {
 #define HVDTUNE_MAX_NDIM 64
 
 /* dtype: 0 uint8, 1 int32, 2 int64, 3 float16, 4 bfloat16, 5 float32,
- * 6 float64. op: 0 sum, 1 average, 2 min, 3 max. */
+ * 6 float64, 7 int8, 8 int16, 9 bool (one byte, 0 or 1: broadcast,
+ * allgather and alltoall only). op: 0 sum, 1 average, 2 min, 3 max,
+ * 4 product. */
 
 /* Creates a runtime from the process environment; collective over
  * MPI_COMM_WORLD. A bad or rank-dependent setting fails on every rank with

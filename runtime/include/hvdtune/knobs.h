@@ -1,6 +1,7 @@
 // The knob table: every performance knob of the runtime, declared once.
 // Environment parsing, the tuner's search space, what the store keeps, the
-// metric labels and the README's table are all derived from it.
+// metric labels and the configuration reference (docs/configuration.md) are
+// all derived from it.
 #pragma once
 
 #include <array>
@@ -98,9 +99,9 @@ struct KnobSpec {
 
 /// All knobs, indexed by KnobId.
 const std::array<KnobSpec, kNumKnobs>& KnobTable();
-/// The knob table as the README's Markdown table (one row per knob: name,
-/// variable, type and unit, default, accepted range, tuned range and scale,
-/// meaning).
+/// The knob table as docs/configuration.md's Markdown table (one row per knob:
+/// name, variable, type and unit, default, accepted range, tuned range and
+/// scale, meaning).
 std::string KnobTableMarkdown();
 const KnobSpec& GetKnobSpec(KnobId id);
 /// Finds a knob by its `name`; nullopt when unknown.

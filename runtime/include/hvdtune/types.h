@@ -19,18 +19,24 @@ enum class DataType : std::uint8_t {
   kBFloat16 = 4,
   kFloat32 = 5,
   kFloat64 = 6,
+  kInt8 = 7,
+  kInt16 = 8,
+  /// One byte per element, 0 or 1. Moved by broadcast, allgather and
+  /// alltoall; never reduced.
+  kBool = 9,
 };
-inline constexpr int kNumDataTypes = 7;
+inline constexpr int kNumDataTypes = 10;
 
-/// Reduction applied by allreduce. kAverage is the sum divided by the number
-/// of ranks (truncated toward zero for integer types).
+/// Reduction applied by allreduce and reducescatter. kAverage is the sum
+/// divided by the number of ranks (truncated toward zero for integer types).
 enum class ReduceOp : std::uint8_t {
   kSum = 0,
   kAverage = 1,
   kMin = 2,
   kMax = 3,
+  kProduct = 4,
 };
-inline constexpr int kNumReduceOps = 4;
+inline constexpr int kNumReduceOps = 5;
 
 enum class CollectiveType : std::uint8_t {
   kAllreduce = 0,

@@ -42,7 +42,7 @@ class AllreduceAlgorithm {
 
   /// Whether RunDevice() exists. A device tensor asked to use an algorithm
   /// without one runs on the device backend's own allreduce instead (the
-  /// README documents this; the collective event names what ran).
+  /// docs/design.md documents this; the collective event names what ran).
   virtual bool has_device_version() const { return false; }
   /// The same on device buffers, with ctx.device set; op may be kAverage
   /// (the device backend averages itself).

@@ -22,6 +22,8 @@ int OpIndex(ReduceOp op) {
       return 1;
     case ReduceOp::kMax:
       return 2;
+    case ReduceOp::kProduct:
+      return 3;
     default:
       return 0;
   }
@@ -35,10 +37,11 @@ void HalfReduceFn(void* in, void* inout, int* len, MPI_Datatype*) {
 }
 
 template <DataType D>
-void CreateOps(MPI_Op (&ops)[3]) {
+void CreateOps(MPI_Op (&ops)[4]) {
   MPI_Op_create(&HalfReduceFn<D, ReduceOp::kSum>, 1, &ops[0]);
   MPI_Op_create(&HalfReduceFn<D, ReduceOp::kMin>, 1, &ops[1]);
   MPI_Op_create(&HalfReduceFn<D, ReduceOp::kMax>, 1, &ops[2]);
+  MPI_Op_create(&HalfReduceFn<D, ReduceOp::kProduct>, 1, &ops[3]);
 }
 
 }  // namespace
@@ -173,9 +176,9 @@ MpiTypes::~MpiTypes() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (MPI_Op* op : {&half_ops_[0], &half_ops_[1], &half_ops_[2],
-                     &bfloat16_ops_[0], &bfloat16_ops_[1], &bfloat16_ops_[2]}) {
-    if (*op != MPI_OP_NULL) MPI_Op_free(op);
+  for (int i = 0; i < 4; ++i) {
+    if (half_ops_[i] != MPI_OP_NULL) MPI_Op_free(&half_ops_[i]);
+    if (bfloat16_ops_[i] != MPI_OP_NULL) MPI_Op_free(&bfloat16_ops_[i]);
   }
   MPI_Type_free(&half_);
   MPI_Type_free(&bfloat16_);
@@ -196,6 +199,8 @@ MPI_Op MpiTypes::Op(DataType dtype, ReduceOp op) const {
       return MPI_MIN;
     case ReduceOp::kMax:
       return MPI_MAX;
+    case ReduceOp::kProduct:
+      return MPI_PROD;
     default:
       return MPI_SUM;
   }
@@ -229,6 +234,12 @@ MPI_Datatype NativeMpiType(DataType dtype) {
       return MPI_FLOAT;
     case DataType::kFloat64:
       return MPI_DOUBLE;
+    case DataType::kInt8:
+      return MPI_INT8_T;
+    case DataType::kInt16:
+      return MPI_INT16_T;
+    case DataType::kBool:
+      return MPI_C_BOOL;
     default:
       return MPI_DATATYPE_NULL;
   }

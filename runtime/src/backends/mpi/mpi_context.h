@@ -66,8 +66,10 @@ class MpiTypes {
  private:
   MPI_Datatype half_ = MPI_DATATYPE_NULL;
   MPI_Datatype bfloat16_ = MPI_DATATYPE_NULL;
-  MPI_Op half_ops_[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
-  MPI_Op bfloat16_ops_[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+  // Indexed sum, min, max, product.
+  MPI_Op half_ops_[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+  MPI_Op bfloat16_ops_[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL,
+                             MPI_OP_NULL};
 };
 
 /// How many ranks of `comm` run on this machine (the same kernel boot, so

@@ -15,7 +15,8 @@ namespace {
 
 bool IsInteger(DataType dtype) {
   return dtype == DataType::kUInt8 || dtype == DataType::kInt32 ||
-         dtype == DataType::kInt64;
+         dtype == DataType::kInt64 || dtype == DataType::kInt8 ||
+         dtype == DataType::kInt16 || dtype == DataType::kBool;
 }
 
 // Every rank learns whether every rank's `local` status is Ok; if not, every
@@ -141,6 +142,8 @@ ncclRedOp_t NcclReduceOp(ReduceOp op, DataType dtype) {
       return ncclMin;
     case ReduceOp::kMax:
       return ncclMax;
+    case ReduceOp::kProduct:
+      return ncclProd;
     case ReduceOp::kAverage:
       // Integers are summed here and divided on the host (see Allreduce).
       return IsInteger(dtype) ? ncclSum : ncclAvg;
@@ -164,6 +167,11 @@ ncclDataType_t NcclType(DataType dtype) {
       return ncclBfloat16;
     case DataType::kFloat32:
       return ncclFloat32;
+    case DataType::kInt8:
+      return ncclInt8;
+    case DataType::kBool:
+      return ncclUint8;
+    case DataType::kInt16:  // NCCL has no 16-bit integers (Allreduce refuses)
     case DataType::kFloat64:
       break;
   }
@@ -302,6 +310,10 @@ Status NcclBackend::Allreduce(const void* in, void* out, std::int64_t count,
                               DataType dtype, ReduceOp op) {
   if (count < 0) return Status::InvalidArgument("negative allreduce count");
   if (count == 0) return Status::Ok();
+  if (dtype == DataType::kInt16) {
+    return Status::InvalidArgument(
+        "NCCL cannot reduce int16 tensors: reduce them in host memory");
+  }
   Status s = Activate();
   if (!s.ok()) return s;
   const ncclResult_t r =
