@@ -10,9 +10,11 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
-constexpr std::array<CollectiveType, kNumOps> kOps = {
-    CollectiveType::kAllreduce, CollectiveType::kBroadcast,
-    CollectiveType::kAllgather};
+constexpr std::array<CollectiveType, kNumOps> kOps = [] {
+  std::array<CollectiveType, kNumOps> ops{};
+  for (int i = 0; i < kNumOps; ++i) ops[i] = static_cast<CollectiveType>(i);
+  return ops;
+}();
 
 // Powers of two times `first`, `n` boundaries.
 Histogram::BucketBoundaries Exponential(double first, int n) {

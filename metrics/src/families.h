@@ -18,7 +18,7 @@
 
 namespace hvdtune::metrics::internal {
 
-inline constexpr int kNumOps = 3;         // CollectiveType
+inline constexpr int kNumOps = kNumCollectiveTypes;
 inline constexpr int kNumPhases = 5;      // AutotunePhase
 inline constexpr int kNumErrorKinds = 6;  // ErrorEvent::Kind
 
