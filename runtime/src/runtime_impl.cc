@@ -90,6 +90,7 @@ void RuntimeImpl::StartAutotuner(const Services& services) {
 RuntimeImpl::~RuntimeImpl() { Shutdown(); }
 
 void RuntimeImpl::Shutdown() {
+  shut_down_locally_ = true;
   std::lock_guard<std::mutex> lock(shutdown_mu_);
   if (shut_down_) return;
   shut_down_ = true;
@@ -129,7 +130,8 @@ namespace {
 // Every field, since the entry is reused: the name and shape keep their
 // buffers' capacity from earlier submissions.
 void Fill(const EntrySpec& spec, TensorId id, bool device, double now,
-          const std::shared_ptr<HandleState>& state, TensorEntry* e) {
+          const std::shared_ptr<HandleState>& state, std::int32_t part,
+          TensorEntry* e) {
   Request& r = e->request;
   r.name.assign(spec.name);
   r.type = spec.type;
@@ -140,6 +142,7 @@ void Fill(const EntrySpec& spec, TensorId id, bool device, double now,
   r.shape.assign(spec.shape.begin(), spec.shape.end());
   r.group.assign(spec.group);
   r.group_size = spec.group_size;
+  r.splits.assign(spec.splits.begin(), spec.splits.end());
   r.device = device;
   r.waited_seconds = 0;
   r.enqueued = now;
@@ -148,6 +151,7 @@ void Fill(const EntrySpec& spec, TensorId id, bool device, double now,
   e->input = spec.input;
   e->output = spec.output;
   e->handle = state;
+  e->part = part;
   e->enqueued = now;
   e->negotiated = 0;
 }
@@ -211,6 +215,13 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
     queue_[first + i]->request.id = id;
   }
   state->parts_left = static_cast<int>(specs.size());
+  const CollectiveType type =
+      specs.empty() ? CollectiveType::kAllreduce : specs.front().type;
+  if (type == CollectiveType::kAllgather ||
+      type == CollectiveType::kReducescatter ||
+      type == CollectiveType::kAlltoall) {
+    state->outputs.resize(specs.size());
+  }
   // Nothing of this rank queued or in flight: the cycle thread may be
   // sleeping out the rest of a cycle_time; wake it so a lone collective
   // does not wait for the timer (rank peers wake the same way, or are
@@ -227,7 +238,8 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
   if (wake) arrival_enqueued_ = enqueued;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     TensorEntry& e = *queue_[first + i];
-    Fill(specs[i], e.request.id, e.request.device, now, state, &e);
+    Fill(specs[i], e.request.id, e.request.device, now, state,
+         static_cast<std::int32_t>(i), &e);
   }
   queue_size_ = first + specs.size();
   lock.unlock();

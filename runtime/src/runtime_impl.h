@@ -40,6 +40,8 @@ class RuntimeImpl final : public ExecutionListener {
 
   void Shutdown();
   bool running() const { return running_.load(); }
+  /// Shutdown() was called on this rank.
+  bool shut_down() const { return shut_down_locally_.load(); }
   const MpiContext& mpi() const { return mpi_; }
   const RuntimeConfig& config() const { return config_; }
 
@@ -80,6 +82,9 @@ class RuntimeImpl final : public ExecutionListener {
   void PollAutotuner();
   void ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes);
   void FailEverything(const Status& s);
+  /// Stand-in number i of this cycle for another rank's allreduce while
+  /// this rank has joined: neutral input, discarded output.
+  TensorEntry* StandIn(const Response& r, std::size_t i);
 
   RuntimeConfig config_;
   MpiContext mpi_;
@@ -157,6 +162,7 @@ class RuntimeImpl final : public ExecutionListener {
   std::vector<const Request*> requests_;
   Controller::CycleResult cycle_result_;
   std::vector<TensorEntry*> ready_entries_;
+  std::vector<std::unique_ptr<TensorEntry>> stand_ins_;
   /// Tensors finished but not yet completed (CompleteFinished()).
   struct Finished {
     TensorId id;
@@ -169,6 +175,7 @@ class RuntimeImpl final : public ExecutionListener {
   std::thread thread_;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;
+  std::atomic<bool> shut_down_locally_{false};
 };
 
 }  // namespace hvdtune::internal
