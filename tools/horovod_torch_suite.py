@@ -334,6 +334,8 @@ def main():
     parser.add_argument("--whole-timeout", type=int, default=1200)
     parser.add_argument("-k", "--tests", nargs="+", default=None,
                         help="only these tests (names or substrings)")
+    parser.add_argument("-x", "--exclude", nargs="+", default=None,
+                        help="leave out these tests (names or substrings)")
     parser.add_argument("--json", help="write the results here as JSON")
     parser.add_argument("--keep", action="store_true",
                         help="keep each run's logs (printed path)")
@@ -352,6 +354,9 @@ def main():
     tests = test_names(args.suite)
     if args.tests:
         tests = [t for t in tests if any(k in t[1] for k in args.tests)]
+    if args.exclude:
+        tests = [t for t in tests
+                 if not any(k in t[1] for k in args.exclude)]
     work = tempfile.mkdtemp(prefix="hvd_suite_")
     shim = os.path.join(work, "shim")
     make_shim(shim, args.python)

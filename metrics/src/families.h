@@ -74,6 +74,8 @@ struct Families {
   prometheus::Counter* stall_shutdowns;
   /// hit, near, miss, error (the configuration store's lookups).
   std::array<prometheus::Counter*, 4> store_lookups{};
+  // written, dropped, failed
+  std::array<prometheus::Counter*, 3> store_writes{};
 };
 
 /// Sets every knob's gauges to `values`.

@@ -67,8 +67,9 @@ Runtime& Rt() {
 struct Pending {
   Handle handle;
   std::vector<TensorRef> refs;
-  bool allgather = false;
-  DataType dtype = DataType::kUInt8;
+  // Collectives whose results are the runtime's buffers (allgather,
+  // reducescatter, alltoall, grouped forms): each member's dtype.
+  std::vector<DataType> output_dtypes;
 };
 
 void PruneOrphans() {
@@ -113,23 +114,25 @@ class PyHandle {
   }
 
   const Handle& handle() const { return pending_->handle; }
-  bool is_allgather() const { return pending_->allgather; }
-  DataType dtype() const { return pending_->dtype; }
+  const std::vector<DataType>& output_dtypes() const {
+    return pending_->output_dtypes;
+  }
 
  private:
   std::shared_ptr<Pending> pending_;
 };
 
-// An allgather's result as a buffer that numpy and torch can view without
-// a copy; it keeps the handle's state (and so the bytes) alive.
+// A result the runtime holds (member `index` of an allgather,
+// reducescatter or alltoall) as a buffer that numpy and torch can view
+// without a copy; it keeps the handle's state (and so the bytes) alive.
 class GatherResult {
  public:
-  GatherResult(Handle handle, DataType dtype)
-      : handle_(std::move(handle)), dtype_(dtype) {}
+  GatherResult(Handle handle, DataType dtype, std::size_t index)
+      : handle_(std::move(handle)), dtype_(dtype), index_(index) {}
 
   py::buffer_info Info() const {
-    const std::vector<std::uint8_t>& bytes = handle_.output();
-    const std::vector<std::int64_t>& shape = handle_.output_shape();
+    const std::vector<std::uint8_t>& bytes = handle_.output(index_);
+    const std::vector<std::int64_t>& shape = handle_.output_shape(index_);
     const auto itemsize = static_cast<py::ssize_t>(DataTypeSize(dtype_));
     std::vector<py::ssize_t> dims(shape.begin(), shape.end());
     std::vector<py::ssize_t> strides(dims.size());
@@ -175,6 +178,7 @@ class GatherResult {
 
   Handle handle_;
   DataType dtype_;
+  std::size_t index_;
 };
 
 std::unique_ptr<PyHandle> MakeHandle(std::shared_ptr<Pending> pending) {
@@ -194,7 +198,10 @@ std::unique_ptr<PyHandle> MakeHandle(std::shared_ptr<Pending> pending) {
 
 void Init(bool tune_num_groups) {
   State& s = GetState();
-  if (s.runtime && s.runtime->running()) return;
+  // Initialised until this rank shuts down, as in Horovod: a peer that shut
+  // down and exited stops the runtime but does not uninitialise this rank,
+  // and building a new Runtime (collective) would wait for it forever.
+  if (s.runtime && !s.runtime->shut_down()) return;
   s.runtime.reset();
   RuntimeOptions options;
   options.tune_num_groups = tune_num_groups;
@@ -286,30 +293,130 @@ std::unique_ptr<PyHandle> BroadcastAsync(const std::string& name,
   return MakeHandle(std::move(pending));
 }
 
-std::unique_ptr<PyHandle> AllgatherAsync(const std::string& name,
-                                         py::handle input) {
-  Runtime& rt = Rt();
-  auto pending = std::make_shared<Pending>();
-  TensorRef in = Resolve(input, false, "input of allgather '" + name + "'");
+TensorRef ResolveRows(py::handle obj, const std::string& what) {
+  TensorRef in = Resolve(obj, false, what);
   if (in.shape.empty()) {
-    Raise("invalid_argument", "input of allgather '" + name +
-                                  "': a scalar; allgather needs at least one "
+    Raise("invalid_argument", what +
+                                  ": a scalar; it needs at least one "
                                   "dimension");
   }
-  pending->handle = rt.Allgather(name, in.data, in.shape, in.dtype);
-  pending->allgather = true;
-  pending->dtype = in.dtype;
+  return in;
+}
+
+// A collective of one input whose result the runtime holds; `submit`
+// enqueues it.
+template <typename Submit>
+std::unique_ptr<PyHandle> OneInputAsync(py::handle input,
+                                        const std::string& what,
+                                        Submit submit) {
+  auto pending = std::make_shared<Pending>();
+  TensorRef in = ResolveRows(input, what);
+  pending->handle = submit(in);
+  pending->output_dtypes.push_back(in.dtype);
   pending->refs.push_back(std::move(in));
   return MakeHandle(std::move(pending));
 }
 
-GatherResult GatherOutput(const PyHandle& h) {
-  if (!h.is_allgather()) {
-    Raise("invalid_argument", "output(): not an allgather handle");
+std::unique_ptr<PyHandle> AllgatherAsync(const std::string& name,
+                                         py::handle input) {
+  Runtime& rt = Rt();
+  return OneInputAsync(input, "input of allgather '" + name + "'",
+                       [&](const TensorRef& in) {
+                         return rt.Allgather(name, in.data, in.shape, in.dtype);
+                       });
+}
+
+std::unique_ptr<PyHandle> ReducescatterAsync(const std::string& name,
+                                             py::handle input,
+                                             const std::string& op) {
+  Runtime& rt = Rt();
+  const ReduceOp reduce = ParseOp(op);
+  return OneInputAsync(
+      input, "input of reducescatter '" + name + "'", [&](const TensorRef& in) {
+        return rt.Reducescatter(name, in.data, in.shape, in.dtype, reduce);
+      });
+}
+
+// The members of a grouped allgather or reducescatter.
+std::vector<InputTensor> GroupInputs(const std::string& kind,
+                                     const std::string& group,
+                                     const std::vector<std::string>& names,
+                                     const py::sequence& inputs,
+                                     Pending& pending) {
+  if (static_cast<std::size_t>(py::len(inputs)) != names.size()) {
+    Raise("invalid_argument",
+          kind + " '" + group + "': " + std::to_string(names.size()) +
+              " names and " + std::to_string(py::len(inputs)) + " inputs");
+  }
+  std::vector<InputTensor> tensors(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    py::handle obj = inputs[i];
+    TensorRef in = ResolveRows(
+        obj, "input of " + kind + " '" + group + "' member '" + names[i] + "'");
+    tensors[i] = InputTensor{names[i], in.data, in.shape, in.dtype};
+    pending.output_dtypes.push_back(in.dtype);
+    pending.refs.push_back(std::move(in));
+  }
+  return tensors;
+}
+
+std::unique_ptr<PyHandle> GroupedAllgatherAsync(
+    const std::string& group, const std::vector<std::string>& names,
+    const py::sequence& inputs) {
+  Runtime& rt = Rt();
+  auto pending = std::make_shared<Pending>();
+  std::vector<InputTensor> tensors =
+      GroupInputs("grouped allgather", group, names, inputs, *pending);
+  pending->handle = rt.GroupedAllgather(group, tensors);
+  return MakeHandle(std::move(pending));
+}
+
+std::unique_ptr<PyHandle> GroupedReducescatterAsync(
+    const std::string& group, const std::vector<std::string>& names,
+    const py::sequence& inputs, const std::string& op) {
+  Runtime& rt = Rt();
+  const ReduceOp reduce = ParseOp(op);
+  auto pending = std::make_shared<Pending>();
+  std::vector<InputTensor> tensors =
+      GroupInputs("grouped reducescatter", group, names, inputs, *pending);
+  pending->handle = rt.GroupedReducescatter(group, tensors, reduce);
+  return MakeHandle(std::move(pending));
+}
+
+std::unique_ptr<PyHandle> AlltoallAsync(
+    const std::string& name, py::handle input,
+    const std::vector<std::int64_t>& splits) {
+  Runtime& rt = Rt();
+  return OneInputAsync(
+      input, "input of alltoall '" + name + "'", [&](const TensorRef& in) {
+        return rt.Alltoall(name, in.data, in.shape, in.dtype, splits);
+      });
+}
+
+std::unique_ptr<PyHandle> BarrierAsync() {
+  auto pending = std::make_shared<Pending>();
+  pending->handle = Rt().Barrier();
+  return MakeHandle(std::move(pending));
+}
+
+std::unique_ptr<PyHandle> JoinAsync() {
+  auto pending = std::make_shared<Pending>();
+  pending->handle = Rt().Join();
+  return MakeHandle(std::move(pending));
+}
+
+GatherResult GatherOutput(const PyHandle& h, std::size_t index) {
+  if (index >= h.output_dtypes().size()) {
+    Raise("invalid_argument",
+          h.output_dtypes().empty()
+              ? std::string("output(): this collective's results are the "
+                            "caller's tensors")
+              : "output(" + std::to_string(index) + "): it has " +
+                    std::to_string(h.output_dtypes().size()) + " outputs");
   }
   if (!h.Poll()) Raise("invalid_argument", "output(): still in progress");
   RaiseStatus(h.handle().status());
-  return GatherResult(h.handle(), h.dtype());
+  return GatherResult(h.handle(), h.output_dtypes()[index], index);
 }
 
 py::dict KnobsDict(const KnobSettings& values) {
@@ -426,11 +533,29 @@ void DefineModule(py::module_& m) {
       .def("poll", &PyHandle::Poll, "True once the collective finished.")
       .def("wait", &PyHandle::Wait,
            "Waits (GIL released); raises HvdtuneError if it failed.")
-      .def("output", &GatherOutput,
-           "An allgather's result bytes (a buffer; see output_shape).")
-      .def_property_readonly("output_shape", [](const PyHandle& h) {
-        return h.handle().output_shape();
-      });
+      .def("output", &GatherOutput, py::arg("index") = 0,
+           "Result `index` of an allgather, reducescatter or alltoall (a "
+           "buffer; see output_shape_of).")
+      .def_property_readonly(
+          "output_shape",
+          [](const PyHandle& h) { return h.handle().output_shape(); })
+      .def(
+          "output_shape_of",
+          [](const PyHandle& h, std::size_t index) {
+            return h.handle().output_shape(index);
+          },
+          py::arg("index"))
+      .def_property_readonly(
+          "num_outputs",
+          [](const PyHandle& h) { return h.output_dtypes().size(); })
+      .def_property_readonly(
+          "received_splits",
+          [](const PyHandle& h) { return h.handle().received_splits(); },
+          "Alltoall: the rows received from each rank.")
+      .def_property_readonly(
+          "last_joined_rank",
+          [](const PyHandle& h) { return h.handle().last_joined_rank(); },
+          "Join: the rank that joined last.");
   py::class_<GatherResult>(m, "GatherResult", py::buffer_protocol())
       .def_buffer(&GatherResult::Info);
 
@@ -438,7 +563,7 @@ void DefineModule(py::module_& m) {
   m.def("shutdown", &Shutdown);
   m.def("is_initialized", [] {
     State& s = GetState();
-    return s.runtime != nullptr && s.runtime->running();
+    return s.runtime != nullptr && !s.runtime->shut_down();
   });
   m.def("rank", [] { return Rt().rank(); });
   m.def("size", [] { return Rt().size(); });
@@ -453,6 +578,16 @@ void DefineModule(py::module_& m) {
   m.def("broadcast_async", &BroadcastAsync, py::arg("name"), py::arg("buffer"),
         py::arg("root"));
   m.def("allgather_async", &AllgatherAsync, py::arg("name"), py::arg("input"));
+  m.def("grouped_allgather_async", &GroupedAllgatherAsync, py::arg("group"),
+        py::arg("names"), py::arg("inputs"));
+  m.def("reducescatter_async", &ReducescatterAsync, py::arg("name"),
+        py::arg("input"), py::arg("op"));
+  m.def("grouped_reducescatter_async", &GroupedReducescatterAsync,
+        py::arg("group"), py::arg("names"), py::arg("inputs"), py::arg("op"));
+  m.def("alltoall_async", &AlltoallAsync, py::arg("name"), py::arg("input"),
+        py::arg("splits"));
+  m.def("barrier_async", &BarrierAsync);
+  m.def("join_async", &JoinAsync);
   m.def(
       "reduce_ops",
       [] {

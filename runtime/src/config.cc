@@ -197,9 +197,10 @@ constexpr SettingSpec kSettings[] = {
     {"Config store", "HOROVOD_AUTOTUNE_DB",
      "$XDG_STATE_HOME/hvdtune/store.db, else "
      "$HOME/.local/state/hvdtune/store.db",
-     "a file path",
-     "The config store's SQLite file, read and written by rank 0 only; its "
-     "directory is created when missing."},
+     "a file path, or postgresql://USER@HOST:PORT/DB?...",
+     "The config store, read and written by rank 0 only: an SQLite file "
+     "(its directory is created when missing) or a PostgreSQL server "
+     "shared by many jobs (a libpq URI)."},
     {"Config store", "HVDTUNE_AUTOTUNE_STORE", "auto", "auto, apply, off",
      "auto: start from the store and record every sample; apply: apply the "
      "stored best configuration without tuning (nothing stored: the initial "

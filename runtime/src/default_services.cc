@@ -25,9 +25,11 @@ Services DefaultServices(const RuntimeConfig& config) {
   // Metrics are kept on every rank (cheap counters); the endpoint serves
   // them only when HOROVOD_METRICS_PORT is set.
   const TelemetrySettings& t = config.telemetry;
+  std::shared_ptr<metrics::MetricsSink> metrics;
   if (t.metrics_port >= 0) {
-    s.sinks.push_back(std::make_shared<metrics::MetricsSink>(
-        metrics::MetricsOptions{t.metrics_port, t.metrics_address}));
+    metrics = std::make_shared<metrics::MetricsSink>(
+        metrics::MetricsOptions{t.metrics_port, t.metrics_address});
+    s.sinks.push_back(metrics);
   }
   // HOROVOD_TIMELINE's file and Runtime::StartTimeline's.
   s.make_timeline = [](const std::string& path, bool mark_cycles) {
@@ -46,8 +48,14 @@ Services DefaultServices(const RuntimeConfig& config) {
         !config.autotune.db_path.empty()) {
       // The config store: warm starts (unless the application brings its
       // own ConfigSource) and a record of every sample.
+      internal::ConfigStoreService::CountWrites count;
+      if (metrics) {
+        count = [metrics](const char* result, std::uint64_t n) {
+          metrics->CountStoreWrites(result, n);
+        };
+      }
       auto store = std::make_shared<internal::ConfigStoreService>(
-          config.autotune.db_path, config.autotune.store_mode);
+          config.autotune.db_path, config.autotune.store_mode, count);
       s.sinks.push_back(store);
       s.make_autotuner = [store](const TuningContext& ctx) {
         TuningContext with_store = ctx;

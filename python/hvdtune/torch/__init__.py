@@ -14,13 +14,16 @@ from hvdtune import _core
 from hvdtune.torch.compression import Compression
 from hvdtune.torch.functions import (
     Adasum, Average, HorovodInternalError, Max, Min, ProcessSet, Product,
-    Sum, add_process_set, barrier, allgather, allgather_async, allgather_object,
-    allreduce, allreduce_, allreduce_async, allreduce_async_, broadcast,
-    broadcast_, broadcast_async, broadcast_async_, broadcast_object,
-    broadcast_optimizer_state, broadcast_parameters, global_process_set,
-    grouped_allgather, grouped_allgather_async, grouped_allreduce,
-    grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
-    poll, remove_process_set, sparse_allreduce_async, synchronize)
+    Sum, add_process_set, allgather, allgather_async, allgather_object,
+    allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall,
+    alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
+    broadcast_async_, broadcast_object, broadcast_optimizer_state,
+    broadcast_parameters, global_process_set, grouped_allgather,
+    grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
+    grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
+    grouped_reducescatter_async, join, poll, reducescatter,
+    reducescatter_async, remove_process_set, sparse_allreduce_async,
+    synchronize)
 from hvdtune.torch.optimizer import DistributedOptimizer
 from hvdtune.torch.sync_batch_norm import SyncBatchNorm
 

@@ -481,18 +481,29 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     _check_process_set(process_set, "allgather")
     src = _check_tensor(tensor, "allgather").detach().contiguous()
     h = _core.allgather_async(hvdtune._auto_name("allgather", name), src)
-    h._gather_dtype = src.dtype
-    return h
+    return _runtime_outputs(h, [src.dtype], single=True)
 
 
-def _gathered(handle):
-    dtype = handle._gather_dtype
-    shape = handle.output_shape
+def _runtime_outputs(handle, dtypes, single):
+    """The handle's results are the runtime's buffers, one per dtype."""
+    handle._output_dtypes = dtypes
+    handle._single = single
+    return handle
+
+
+def _output(handle, index):
+    dtype = handle._output_dtypes[index]
+    shape = handle.output_shape_of(index)
     if int(np.prod(shape)) == 0:
         return torch.empty(shape, dtype=dtype)
     # The runtime's result bytes, viewed without a copy; the tensor keeps
     # them alive.
-    return torch.frombuffer(handle.output(), dtype=dtype).reshape(shape)
+    return torch.frombuffer(handle.output(index), dtype=dtype).reshape(shape)
+
+
+def _outputs(handle):
+    out = [_output(handle, i) for i in range(len(handle._output_dtypes))]
+    return out[0] if handle._single else out
 
 
 def _first_dims(dim0, name=None):
@@ -530,14 +541,17 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 def grouped_allgather_async(tensors, name=None,
                             process_set=global_process_set):
-    """Starts allgathers of `tensors`; synchronize(handle) returns the list
-    of results."""
+    """Starts allgathers of `tensors` as one unit (negotiated and completed
+    together); synchronize(handle) returns the list of results."""
     _check_process_set(process_set, "grouped_allgather")
     group = hvdtune._auto_name("grouped_allgather", name)
-    return _GroupHandle([
-        allgather_async(t, name="%s.%d" % (group, i))
-        for i, t in enumerate(tensors)
-    ])
+    srcs = [
+        _check_tensor(t, "grouped_allgather").detach().contiguous()
+        for t in tensors
+    ]
+    names = ["%s.%d" % (group, i) for i in range(len(srcs))]
+    h = _core.grouped_allgather_async(group, names, srcs)
+    return _runtime_outputs(h, [t.dtype for t in srcs], single=False)
 
 
 class _GroupedAllgather(torch.autograd.Function):
@@ -573,15 +587,223 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
     return synchronize(grouped_allgather_async(tensors, name))
 
 
-# -- barrier ---------------------------------------------------------------
+# -- reducescatter --------------------------------------------------------
+
+
+def reducescatter_async(tensor, name=None, op=Average,
+                        process_set=global_process_set, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    """Starts reducing `tensor` over the ranks and scattering the rows of
+    the result: rank r gets dim0 // size rows, one more for the first
+    dim0 % size ranks (Horovod's split)."""
+    op = _resolve_op(op, None, "reducescatter")
+    _check_process_set(process_set, "reducescatter")
+    src = _scaled(_check_tensor(tensor, "reducescatter").detach(),
+                  prescale_factor).contiguous()
+    h = _core.reducescatter_async(hvdtune._auto_name("reducescatter", name),
+                                  src, op)
+    h._postscale = postscale_factor
+    return _runtime_outputs(h, [src.dtype], single=True)
+
+
+def _reducescatter_grads(grads, op, prescale_factor, postscale_factor):
+    """Horovod's gradient of reducescatter: the upstream gradients, times
+    size for Sum and the scale factors, allgathered back to full rows."""
+    factor = prescale_factor * postscale_factor
+    if op == Sum:
+        factor *= hvdtune.size()
+    return [_scaled(g.contiguous(), factor) for g in grads]
+
+
+class _Reducescatter(torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+        ctx.args = (op, prescale_factor, postscale_factor)
+        return synchronize(
+            reducescatter_async(tensor, name, op,
+                                prescale_factor=prescale_factor,
+                                postscale_factor=postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad, = _reducescatter_grads([grad_output], *ctx.args)
+        return synchronize(allgather_async(grad)), None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=None, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0,
+                  postscale_factor=1.0):
+    """Returns this rank's rows of the reduction of `tensor` over the ranks
+    (differentiable)."""
+    _check_process_set(process_set, "reducescatter")
+    sent, ctx = (tensor, None) if compression is None else \
+        compression.compress(tensor)
+    if sent.requires_grad:
+        out = _Reducescatter.apply(sent, name, op, prescale_factor,
+                                   postscale_factor)
+    else:
+        out = synchronize(
+            reducescatter_async(sent, name, op,
+                                prescale_factor=prescale_factor,
+                                postscale_factor=postscale_factor))
+    return out if compression is None else compression.decompress(out, ctx)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average,
+                                process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """Reducescatters `tensors` as one unit (negotiated, fused and
+    completed together)."""
+    op = _resolve_op(op, None, "grouped_reducescatter")
+    _check_process_set(process_set, "grouped_reducescatter")
+    group = hvdtune._auto_name("grouped_reducescatter", name)
+    srcs = [
+        _scaled(_check_tensor(t, "grouped_reducescatter").detach(),
+                prescale_factor).contiguous() for t in tensors
+    ]
+    names = ["%s.%d" % (group, i) for i in range(len(srcs))]
+    h = _core.grouped_reducescatter_async(group, names, srcs, op)
+    h._postscale = postscale_factor
+    return _runtime_outputs(h, [t.dtype for t in srcs], single=False)
+
+
+class _GroupedReducescatter(torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+        ctx.args = (op, prescale_factor, postscale_factor)
+        return tuple(
+            synchronize(
+                grouped_reducescatter_async(list(tensors), name, op,
+                                            prescale_factor=prescale_factor,
+                                            postscale_factor=postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grads = _reducescatter_grads(grads, *ctx.args)
+        return (None, None, None, None) + tuple(
+            synchronize(grouped_allgather_async(grads)))
+
+
+def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
+                          process_set=global_process_set,
+                          prescale_factor=1.0, postscale_factor=1.0):
+    """Returns the reducescatters of `tensors`, done as one unit
+    (differentiable)."""
+    _check_process_set(process_set, "grouped_reducescatter")
+    tensors = list(tensors)
+    pairs = [(t, None) if compression is None else compression.compress(t)
+             for t in tensors]
+    sent = [t for t, _ in pairs]
+    if any(t.requires_grad for t in sent):
+        out = list(
+            _GroupedReducescatter.apply(name, op, prescale_factor,
+                                        postscale_factor, *sent))
+    else:
+        out = synchronize(
+            grouped_reducescatter_async(sent, name, op,
+                                        prescale_factor=prescale_factor,
+                                        postscale_factor=postscale_factor))
+    if compression is None:
+        return out
+    return [compression.decompress(o, c) for o, (_, c) in zip(out, pairs)]
+
+
+# -- alltoall --------------------------------------------------------------
+
+
+def _alltoall_splits(tensor, splits):
+    n = hvdtune.size()
+    if tensor.dim() == 0:
+        raise _error("invalid_argument",
+                     "alltoall: a scalar; it needs at least one dimension")
+    if splits is None:
+        if tensor.shape[0] % n:
+            raise _error(
+                "invalid_argument", "alltoall: the first dimension (%d) "
+                "does not divide evenly by the %d ranks; pass splits=" %
+                (tensor.shape[0], n))
+        return []
+    if torch.is_tensor(splits):
+        if splits.dtype not in (torch.int32, torch.int64):
+            raise _error("invalid_argument",
+                         "alltoall: splits must be int32 or int64, got %s" %
+                         splits.dtype)
+        splits = splits.tolist()
+    splits = [int(x) for x in splits]
+    if len(splits) != n or any(x < 0 for x in splits):
+        raise _error(
+            "invalid_argument", "alltoall: splits must be %d non-negative "
+            "row counts (one per rank), got %r" % (n, splits))
+    if sum(splits) != tensor.shape[0]:
+        raise _error(
+            "invalid_argument", "alltoall: the splits add up to %d rows, "
+            "the tensor has %d" % (sum(splits), tensor.shape[0]))
+    return splits
+
+
+def alltoall_async(tensor, splits=None, name=None,
+                   process_set=global_process_set):
+    """Starts sending splits[d] rows of `tensor` (in order) to rank d, or an
+    equal share to each when `splits` is None; synchronize(handle) returns
+    (rows received in rank order, rows received from each rank)."""
+    _check_process_set(process_set, "alltoall")
+    src = _check_tensor(tensor, "alltoall").detach().contiguous()
+    sizes = _alltoall_splits(src, splits)
+    h = _core.alltoall_async(hvdtune._auto_name("alltoall", name), src, sizes)
+    h._alltoall = True
+    return _runtime_outputs(h, [src.dtype], single=True)
+
+
+class _Alltoall(torch.autograd.Function):
+    """Alltoall as an autograd op: the gradient goes back the way the rows
+    came."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name):
+        out, received = synchronize(alltoall_async(tensor, splits, name))
+        ctx.received = received
+        ctx.mark_non_differentiable(received)
+        return out, received
+
+    @staticmethod
+    def backward(ctx, grad_output, unused):
+        grad, _ = synchronize(
+            alltoall_async(grad_output.contiguous(), ctx.received))
+        return grad, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Returns the rows every rank sent to this one, in rank order, and,
+    when `splits` is given, how many came from each rank
+    (differentiable)."""
+    _check_process_set(process_set, "alltoall")
+    if tensor.requires_grad:
+        out, received = _Alltoall.apply(tensor, splits, name)
+    else:
+        out, received = synchronize(alltoall_async(tensor, splits, name))
+    return out if splits is None else (out, received)
+
+
+# -- barrier and join ------------------------------------------------------
 
 
 def barrier(process_set=global_process_set):
     """Returns once every rank called it."""
     _check_process_set(process_set, "barrier")
-    synchronize(
-        allreduce_async(torch.zeros(1), name=hvdtune._auto_name(
-            "barrier", None), op=Sum))
+    _core.barrier_async().wait()
+
+
+def join(device=-1):
+    """This rank has no more data: until every rank joined, it takes part in
+    the others' allreduces with neutral values (a broadcast, allgather,
+    reducescatter or alltoall meanwhile fails). Returns the rank that joined
+    last, the same on every rank. `device` is accepted for Horovod's
+    signature (CPU only)."""
+    h = _core.join_async()
+    h.wait()
+    return h.last_joined_rank
 
 
 # -- handles ---------------------------------------------------------------
@@ -601,8 +823,15 @@ def synchronize(handle):
     handle.wait()
     if isinstance(handle, _GroupHandle):
         return handle.result()
-    if getattr(handle, "_gather_dtype", None) is not None:
-        return _gathered(handle)
+    if getattr(handle, "_output_dtypes", None) is not None:
+        out = _outputs(handle)
+        post = getattr(handle, "_postscale", 1.0)
+        for t in (out if isinstance(out, list) else [out]):
+            _scale_(t, post)
+        if getattr(handle, "_alltoall", False):
+            return out, torch.tensor(handle.received_splits,
+                                     dtype=torch.int32)
+        return out
     result, post, back = handle._result, handle._postscale, handle._copy_back
     if isinstance(result, list):
         for i, r in enumerate(result):

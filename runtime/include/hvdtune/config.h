@@ -45,7 +45,8 @@ struct AutotuneSettings {
   int retune_windows = 3;
   /// HVDTUNE_AUTOTUNE_SEED: the optimizer's seed.
   std::uint64_t seed = 1;
-  /// HOROVOD_AUTOTUNE_DB: the config store's SQLite file. Unset:
+  /// HOROVOD_AUTOTUNE_DB: the config store's SQLite file, or a
+  /// postgresql:// (postgres://) URI for a PostgreSQL server. Unset:
   /// $XDG_STATE_HOME/hvdtune/store.db, else $HOME/.local/state/hvdtune/
   /// store.db (both read through the same EnvLookup); empty when neither
   /// variable is set (no store).

@@ -1,0 +1,278 @@
+// The PostgreSQL backend's own cases on a real server: what a URI shows,
+// refused logins, an unreachable server, a schema newer than this build or
+// not ours, 16 concurrent writer processes, and the writer thread across a
+// server killed and restarted.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "hvdtune/store/store.h"
+#include "hvdtune/store/writer.h"
+#include "store_locations.h"
+
+namespace hvdtune::store {
+namespace {
+
+using testing::Locations;
+using testing::MakeSample;
+using testing::PgServer;
+using testing::SharedPgServer;
+using testing::TestHardware;
+
+class StorePgTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (where_.Unavailable()) GTEST_SKIP() << where_.skip_reason();
+    server_ = SharedPgServer(nullptr);
+  }
+  // A URI's one-row, one-column answer.
+  std::string One(const std::string& uri, const std::string& sql) {
+    PGconn* c = PQconnectdb(uri.c_str());
+    PGresult* r = PQexec(c, sql.c_str());
+    std::string out = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r)
+                          ? PQgetvalue(r, 0, 0)
+                          : "error: " + std::string(PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    return out;
+  }
+  Locations where_{"postgresql"};
+  PgServer* server_ = nullptr;
+};
+
+TEST(StorePgLocationTest, DisplayedLocationNeverHasThePassword) {
+  EXPECT_EQ(DisplayLocation("postgresql://job:pw@db.example:5433/tune?"
+                            "sslmode=require&password=other"),
+            "postgresql://job@db.example:5433/tune");
+  EXPECT_EQ(DisplayLocation("/var/lib/x/store.db"), "/var/lib/x/store.db");
+  EXPECT_TRUE(IsServerLocation("postgres://h/db"));
+  EXPECT_FALSE(IsServerLocation("postgresql.db"));
+}
+
+TEST_F(StorePgTest, RefusedLoginIsUnavailableNamesTheServerNotThePassword) {
+  const std::string uri = where_.Fresh();
+  { Store s({uri}); }
+  const std::string db = uri.substr(uri.rfind('/') + 1);
+  const std::string bad = server_->Uri(db, "postgres", "wrong-Pa55word");
+  try {
+    Store s({bad});
+    FAIL() << "a wrong password was accepted";
+  } catch (const StoreUnavailable& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("postgresql://postgres@127.0.0.1:" +
+                        std::to_string(server_->port()) + "/" + db),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("password authentication failed"), std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("wrong-Pa55word"), std::string::npos) << what;
+    EXPECT_EQ(what.find(PgServer::kPassword), std::string::npos) << what;
+  }
+}
+
+TEST_F(StorePgTest, UnreachableServerIsUnavailableWithinTheConnectTimeout) {
+  const auto start = std::chrono::steady_clock::now();
+  // Port 1 on loopback: nothing listens (connection refused at once).
+  EXPECT_THROW(Store({"postgresql://job:pw@127.0.0.1:1/x"}), StoreUnavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(6));
+}
+
+TEST_F(StorePgTest, NewerSchemaIsRefusedAndLeftAsItWas) {
+  const std::string uri = where_.Fresh();
+  { Store s({uri}); }
+  where_.Exec(uri, "UPDATE hvdtune_schema SET version = 99");
+  try {
+    Store s({uri});
+    FAIL() << "a newer schema was opened";
+  } catch (const StoreUnavailable&) {
+    FAIL() << "a newer schema is not worth retrying";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("schema version 99 is newer"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(One(uri, "SELECT version FROM hvdtune_schema"), "99");
+}
+
+TEST_F(StorePgTest, UnexpectedSchemaFailsWholeAndChangesNothing) {
+  const std::string uri = where_.Fresh();
+  // Somebody else's table of the same name, and no version table.
+  where_.Exec(uri, "CREATE TABLE runs(whatever TEXT)");
+  EXPECT_THROW(Store({uri}), StoreError);
+  EXPECT_EQ(One(uri,
+                "SELECT to_regclass('hvdtune_schema') IS NULL AND "
+                "to_regclass('fingerprints') IS NULL"),
+            "t");
+}
+
+// 16 processes, each its own connection: every sample lands, fingerprints
+// are shared, and the pair's best is always one writer's whole
+// configuration.
+TEST_F(StorePgTest, SixteenProcessesWriteWithoutLossAndOneBestWins) {
+  const std::string uri = where_.Fresh();
+  { Store s({uri}); }
+  constexpr int kProcs = 16, kSamples = 25;
+  std::vector<pid_t> pids;
+  for (int p = 0; p < kProcs; ++p) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      int rc = 1;
+      try {
+        Store s({uri});
+        const auto hw = s.PutFingerprint("hardware", TestHardware(p % 3 + 1));
+        const auto model =
+            s.PutFingerprint("model", ModelFingerprint({{"float32", 100}}));
+        const auto shared_hw = s.PutFingerprint("hardware", TestHardware(1));
+        const auto run = s.BeginRun(hw, model, "0.1.0", "fresh", p);
+        for (int i = 1; i <= kSamples; ++i) {
+          s.AddSamples(run, {MakeSample(i, p * 1000.0 + i)});
+          KnobValues v{{"writer", std::int64_t{p}},
+                       {"copy", std::int64_t{p}},
+                       {"text", "w" + std::to_string(p)}};
+          s.SetBest(shared_hw, model, {v, 1.0 * p, run, 1.0 * i});
+        }
+        s.EndRun(run, "completed", 1);
+        rc = 0;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child %d: %s\n", p, e.what());
+      }
+      _exit(rc);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  Store s({uri});
+  EXPECT_EQ(s.IntegrityCheck(), "ok");
+  EXPECT_EQ(One(uri, "SELECT COUNT(*) FROM samples"),
+            std::to_string(kProcs * kSamples));
+  EXPECT_EQ(One(uri, "SELECT COUNT(*) FROM sample_values"),
+            std::to_string(kProcs * kSamples * 3));
+  EXPECT_EQ(One(uri, "SELECT COUNT(*) FROM runs WHERE status = 'completed'"),
+            std::to_string(kProcs));
+  EXPECT_EQ(One(uri, "SELECT COUNT(*) FROM fingerprints"), "4");
+  const auto hw = s.FindFingerprint("hardware", TestHardware(1).Hash());
+  const auto model =
+      s.FindFingerprint("model", ModelFingerprint({{"float32", 100}}).Hash());
+  ASSERT_TRUE(hw && model);
+  const auto best = s.GetBest(*hw, *model);
+  ASSERT_TRUE(best);
+  ASSERT_EQ(best->values.size(), 3u);
+  const auto writer = std::get<std::int64_t>(best->values.at("writer"));
+  EXPECT_EQ(std::get<std::int64_t>(best->values.at("copy")), writer);
+  EXPECT_EQ(std::get<std::string>(best->values.at("text")),
+            "w" + std::to_string(writer));
+  EXPECT_EQ(best->score, 1.0 * writer);
+  EXPECT_EQ(best->time, kSamples);
+}
+
+// The writer thread across an outage: the server killed mid-job and
+// restarted; then killed for good. Each outage warns once, naming the
+// server and never the password; every write is written or dropped, and
+// counted.
+TEST_F(StorePgTest, WriterReconnectsAfterAKillAndCountsWhatItDrops) {
+  const std::string uri = where_.Fresh();
+  std::int64_t run = 0;
+  {
+    Store s({uri});
+    const auto hw = s.PutFingerprint("hardware", TestHardware());
+    const auto model = s.PutFingerprint("model", testing::TestModel());
+    run = s.BeginRun(hw, model, "0.1.0", "fresh", 1);
+  }
+  struct Restart {  // the shared server runs again whatever happens here
+    PgServer* server;
+    ~Restart() {
+      if (!server->running()) server->Start();
+    }
+  } restart{server_};
+  std::mutex mu;
+  std::vector<std::string> warnings, notices;
+  std::atomic<std::uint64_t> counted_written{0}, counted_dropped{0};
+  WriterOptions options;
+  options.open = [uri] { return std::make_unique<Store>(StoreOptions{uri}); };
+  options.first_delay_seconds = 0.05;
+  options.max_delay_seconds = 0.2;
+  options.notice = [&](const std::string& w) {
+    std::lock_guard<std::mutex> lock(mu);
+    notices.push_back(w);
+  };
+  options.count = [&](const char* result, std::uint64_t n) {
+    if (std::string_view(result) == "written") counted_written += n;
+    if (std::string_view(result) == "dropped") counted_dropped += n;
+  };
+  auto writer = std::make_unique<Writer>(
+      std::make_unique<Store>(StoreOptions{uri}), 100000,
+      [&](const std::string& w) {
+        std::lock_guard<std::mutex> lock(mu);
+        warnings.push_back(w);
+      },
+      options);
+  auto push = [&](int from, int to) {
+    for (int i = from; i < to; ++i) {
+      writer->Push(
+          [run, i](Store& s) { s.AddSamples(run, {MakeSample(i, i)}); });
+    }
+  };
+  push(0, 200);
+  while (writer->written() < 50) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  server_->Kill();
+  push(200, 400);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  server_->Start();
+  writer->Finish(30);
+  EXPECT_EQ(writer->written(), 400u);
+  EXPECT_EQ(writer->dropped(), 0u);
+  EXPECT_GE(writer->reconnects(), 1u);
+  EXPECT_EQ(counted_written.load(), 400u);
+  {
+    Store s({uri});
+    std::set<int> present;
+    for (const Sample& x : s.RunSamples(run)) present.insert(x.index);
+    EXPECT_EQ(present.size(), 400u) << "rows lost across the restart";
+  }
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find(DisplayLocation(uri)), std::string::npos)
+      << warnings[0];
+  EXPECT_EQ(warnings[0].find(PgServer::kPassword), std::string::npos);
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_NE(notices[0].find("is back"), std::string::npos) << notices[0];
+
+  // Killed for good: what was queued is dropped at Finish, and counted.
+  warnings.clear();
+  counted_dropped = 0;
+  counted_written = 0;
+  writer = std::make_unique<Writer>(
+      std::make_unique<Store>(StoreOptions{uri}), 100000,
+      [&](const std::string& w) {
+        std::lock_guard<std::mutex> lock(mu);
+        warnings.push_back(w);
+      },
+      options);
+  push(1000, 1100);
+  while (writer->written() < 100) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  server_->Kill();
+  push(1100, 1150);
+  writer->Finish(1);
+  EXPECT_EQ(writer->written(), 100u);
+  EXPECT_EQ(writer->dropped(), 50u);
+  EXPECT_EQ(counted_dropped.load(), 50u);
+  EXPECT_EQ(warnings.size(), 1u);
+  server_->Start();
+  Store s({uri});
+  EXPECT_EQ(s.RunSamples(run).size(), 500u);
+}
+
+}  // namespace
+}  // namespace hvdtune::store
