@@ -81,6 +81,7 @@ std::unique_ptr<internal::RuntimeImpl> FromEnvironment(RuntimeOptions options) {
     error = e.what();
   }
   config.tune_num_groups = options.tune_num_groups;
+  config.ranks = std::move(options.ranks);
   Services services = DefaultServices(config);
   for (auto& sink : options.sinks) services.sinks.push_back(std::move(sink));
   services.config_source = std::move(options.config_source);

@@ -27,7 +27,7 @@ double CoarseRuntimeClock() {
 RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
                          std::string config_error)
     : config_(std::move(config)) {
-  mpi_ = MpiContext::Create();
+  mpi_ = MpiContext::Create(config_.ranks);
   try {
     // Before the node split: HVDTUNE_RANKS_PER_NODE decides which
     // collective that is, so the ranks must agree on it first.

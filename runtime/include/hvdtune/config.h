@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hvdtune/knobs.h"
 
@@ -94,6 +95,10 @@ struct RuntimeConfig {
   /// The application splits its gradient list into knobs num_groups groups,
   /// so the autotuner may tune num_groups (not an environment setting).
   bool tune_num_groups = false;
+  /// The ranks of MPI_COMM_WORLD the runtime spans, ascending (a process
+  /// set: only they construct it); empty: all of them. Not an environment
+  /// setting.
+  std::vector<int> ranks;
 };
 
 /// Parses every HOROVOD_* / HVDTUNE_* setting strictly. Throws ConfigError

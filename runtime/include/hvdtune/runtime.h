@@ -91,6 +91,9 @@ struct RuntimeOptions {
   std::vector<std::shared_ptr<EventSink>> sinks = {};
   /// Warm starts for the autotuner; none when null.
   std::shared_ptr<ConfigSource> config_source = nullptr;
+  /// The ranks of MPI_COMM_WORLD this runtime spans, ascending: a process
+  /// set, whose ranks alone construct it (collectively); empty: all ranks.
+  std::vector<int> ranks = {};
 };
 
 /// Counters of the cycle thread, for benchmarks and metrics.
