@@ -247,6 +247,31 @@ INSTANTIATE_TEST_SUITE_P(DtypesOps, ReducescatterTest,
                                             ::testing::ValuesIn(kOps)),
                          RsName);
 
+// Into a buffer of the caller's: the same rows, Handle::output() empty;
+// fused with a handle-output one.
+TEST(Reducescatter, IntoTheCallersBuffer) {
+  Runtime& rt = SharedRuntime();
+  const std::int64_t rows = 7, cols = 3;
+  std::vector<float> in(static_cast<std::size_t>(rows * cols));
+  FillInput(DataType::kFloat32, in.data(), rows * cols, rt.rank());
+  const std::int64_t mine = ShareOf(rows, rt.size(), rt.rank());
+  std::vector<float> out(static_cast<std::size_t>(mine * cols) + 1, -1.0f);
+  const std::int64_t shape[] = {rows, cols};
+  Handle given =
+      rt.Reducescatter("rs.caller", in.data(), shape, DataType::kFloat32,
+                       ReduceOp::kSum, out.data());
+  Handle own = rt.Reducescatter("rs.own", in.data(), shape, DataType::kFloat32,
+                                ReduceOp::kSum);
+  ASSERT_TRUE(given.Wait().ok());
+  ASSERT_TRUE(own.Wait().ok());
+  EXPECT_TRUE(given.output().empty());
+  EXPECT_EQ(given.output_shape(), (std::vector<std::int64_t>{mine, cols}));
+  ASSERT_EQ(own.output().size(), static_cast<std::size_t>(mine * cols) * 4);
+  EXPECT_EQ(std::memcmp(own.output().data(), out.data(), own.output().size()),
+            0);
+  EXPECT_EQ(out.back(), -1.0f) << "wrote past this rank's rows";
+}
+
 TEST(GroupedReducescatter, MembersCompleteTogetherWithTheirOwnShares) {
   Runtime& rt = SharedRuntime();
   const std::int64_t rows[] = {5, 0, 2, 64};

@@ -289,8 +289,10 @@ void Executor::Reducescatter(const std::vector<TensorEntry*>& group,
         e->handle->outputs[static_cast<std::size_t>(e->part)];
     out.shape = e->request.shape;
     out.shape[0] = ShareOf(e->request.shape[0], size, rank);
-    out.bytes.assign(
-        static_cast<std::size_t>(ShareOf(rows, size, rank) * row * esize), 0);
+    // Into the caller's buffer when it gave one, else the handle's.
+    const auto mine =
+        static_cast<std::size_t>(ShareOf(rows, size, rank) * row * esize);
+    if (e->output == nullptr) out.bytes.assign(mine, 0);
   }
   Backend& b = head.device && device_ ? *device_ : host_;
   const double start = RuntimeClock();
@@ -298,10 +300,13 @@ void Executor::Reducescatter(const std::vector<TensorEntry*>& group,
   double reduce_start = start, reduce_end = start;
   if (total > 0) {
     const void* in = group.front()->input;
-    void* out =
-        group.front()
-            ->handle->outputs[static_cast<std::size_t>(group.front()->part)]
-            .bytes.data();
+    const auto result = [](TensorEntry* e) -> std::uint8_t* {
+      return e->output != nullptr
+                 ? static_cast<std::uint8_t*>(e->output)
+                 : e->handle->outputs[static_cast<std::size_t>(e->part)]
+                       .bytes.data();
+    };
+    void* out = result(group.front());
     if (group.size() > 1) {
       // Block r: rank r's rows of each member in turn.
       scatter_in_.resize(static_cast<std::size_t>(total * esize));
@@ -338,10 +343,13 @@ void Executor::Reducescatter(const std::vector<TensorEntry*>& group,
     if (s.ok() && group.size() > 1) {
       const std::uint8_t* src = scatter_out_.data();
       for (TensorEntry* e : group) {
-        auto& bytes =
-            e->handle->outputs[static_cast<std::size_t>(e->part)].bytes;
-        if (!bytes.empty()) std::memcpy(bytes.data(), src, bytes.size());
-        src += bytes.size();
+        const Request& q = e->request;
+        const std::int64_t n = q.NumElements() == 0
+                                   ? 0
+                                   : ShareOf(q.shape[0], size, rank) *
+                                         RowElements(q.shape) * esize;
+        if (n > 0) std::memcpy(result(e), src, static_cast<std::size_t>(n));
+        src += n;
       }
     }
   }

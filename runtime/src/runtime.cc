@@ -378,12 +378,12 @@ Handle Runtime::Join() {
 
 Handle Runtime::Reducescatter(std::string_view name, const void* input,
                               std::span<const std::int64_t> shape,
-                              DataType dtype, ReduceOp op) {
+                              DataType dtype, ReduceOp op, void* output) {
   const std::string err =
       internal::CheckReducescatterArgs(name, input, shape, dtype, op);
   if (!err.empty()) return Failed(Status::InvalidArgument(err));
   EntrySpec spec =
-      Spec(name, CollectiveType::kReducescatter, dtype, shape, input, nullptr);
+      Spec(name, CollectiveType::kReducescatter, dtype, shape, input, output);
   spec.op = op;
   return Enqueue(std::span<const EntrySpec>(&spec, 1));
 }

@@ -196,10 +196,12 @@ class Runtime {
   /// Handle::output(): shape[0] / size rows each, and one more for the first
   /// shape[0] % size ranks (Horovod's split). Fused with other
   /// reducescatters of the same dtype and op like allreduce; op may be
-  /// kSum, kAverage, kMin, kMax or kProduct.
+  /// kSum, kAverage, kMin, kMax or kProduct. With `output` (room for this
+  /// rank's rows, valid until completion) the result is written there
+  /// instead, and Handle::output() stays empty (output_shape() is set).
   Handle Reducescatter(std::string_view name, const void* input,
                        std::span<const std::int64_t> shape, DataType dtype,
-                       ReduceOp op);
+                       ReduceOp op, void* output = nullptr);
   /// Reducescatters `tensors` as one unit (negotiated, fused and completed
   /// together; one failing member fails all). Member i's result is
   /// Handle::output(i) / output_shape(i).
