@@ -174,6 +174,64 @@ TEST_F(StorePgTest, SixteenProcessesWriteWithoutLossAndOneBestWins) {
   EXPECT_EQ(best->time, kSamples);
 }
 
+// The roles docs/config-store.md documents: an owner migrates; a job's
+// role records and reads but cannot change the schema (and says so when it
+// would have to migrate); a reader only reads.
+TEST_F(StorePgTest, LeastPrivilegeRolesDoWhatTheDocsSay) {
+  const std::string uri = where_.Fresh();
+  const std::string db = uri.substr(uri.rfind('/') + 1);
+  const std::string suffix = db;  // roles are per cluster: one set per test
+  const std::string job = "job_" + suffix, reader = "reader_" + suffix;
+  where_.Exec(uri, "CREATE ROLE " + job + " LOGIN PASSWORD 'job-pw'");
+  where_.Exec(uri, "CREATE ROLE " + reader + " LOGIN PASSWORD 'reader-pw'");
+  where_.Exec(uri,
+              "GRANT CONNECT ON DATABASE " + db + " TO " + job + ", " + reader);
+  // Before the owner migrated: the job's role cannot create the tables.
+  try {
+    Store s({server_->Uri(db, job, "job-pw")});
+    FAIL() << "a job role migrated";
+  } catch (const StoreUnavailable& e) {
+    FAIL() << "not worth retrying: " << e.what();
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("permission denied"),
+              std::string::npos)
+        << e.what();
+  }
+  { Store owner({uri}); }  // the owner migrates
+  where_.Exec(
+      uri, "GRANT USAGE ON SCHEMA public TO " + job + ", " + reader + ";" +
+               "GRANT SELECT ON hvdtune_schema TO " + job + ";" +
+               "GRANT SELECT, INSERT ON fingerprints, samples, "
+               "sample_values TO " +
+               job + ";" + "GRANT SELECT, INSERT, UPDATE ON runs, best TO " +
+               job + ";" + "GRANT SELECT, INSERT, DELETE ON best_values TO " +
+               job + ";" + "GRANT SELECT ON ALL TABLES IN SCHEMA public TO " +
+               reader);
+  std::int64_t hw = 0, model = 0;
+  {
+    Store s({server_->Uri(db, job, "job-pw")});
+    hw = s.PutFingerprint("hardware", TestHardware());
+    model = s.PutFingerprint("model", testing::TestModel());
+    const auto run = s.BeginRun(hw, model, "0.1.0", "fresh", 1);
+    s.AddSamples(run, {MakeSample(1, 1), MakeSample(2, 2)});
+    s.SetBest(hw, model, {MakeSample(2, 2).values, 2, run, 3});
+    s.SetBest(hw, model, {MakeSample(1, 1).values, 1, run, 4});
+    s.EndRun(run, "completed", 5);
+    ASSERT_EQ(s.Dump().size(), 1u);
+    // What `hvd-tune import` does, with the same role.
+    EXPECT_EQ(s.Merge(s.Dump(), false).samples_present, 2);
+    EXPECT_THROW(
+        where_.Exec(server_->Uri(db, job, "job-pw"), "DROP TABLE samples"),
+        std::runtime_error);
+  }
+  StoreOptions read_only{server_->Uri(db, reader, "reader-pw")};
+  read_only.read_only = true;
+  Store r(read_only);
+  EXPECT_EQ(r.GetBest(hw, model)->score, 1);
+  EXPECT_EQ(r.ListPairs().size(), 1u);
+  EXPECT_THROW(r.PutFingerprint("hardware", TestHardware(8)), StoreError);
+}
+
 // The writer thread across an outage: the server killed mid-job and
 // restarted; then killed for good. Each outage warns once, naming the
 // server and never the password; every write is written or dropped, and
