@@ -31,12 +31,13 @@ Services DefaultServices(const RuntimeConfig& config) {
         metrics::MetricsOptions{t.metrics_port, t.metrics_address});
     s.sinks.push_back(metrics);
   }
-  if (!t.timeline_path.empty()) {
+  // HOROVOD_TIMELINE's file and Runtime::StartTimeline's.
+  s.make_timeline = [](const std::string& path, bool mark_cycles) {
     timeline::TimelineOptions options;
-    options.path = t.timeline_path;
-    options.mark_cycles = t.timeline_mark_cycles;
-    s.sinks.push_back(std::make_shared<timeline::TimelineSink>(options));
-  }
+    options.path = path;
+    options.mark_cycles = mark_cycles;
+    return std::make_shared<timeline::TimelineSink>(options);
+  };
   if (config.autotune.enabled) {
     s.make_autotuner = MakeGpAutotuner;
     if (!config.autotune.log_path.empty()) {

@@ -900,6 +900,21 @@ def join(device=-1):
     return h.last_joined_rank
 
 
+# -- timeline --------------------------------------------------------------
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing Horovod's timeline (a Chrome trace; rank 0 writes) to
+    `file_path`, closing one being written. Every rank calls it.
+    HOROVOD_TIMELINE=DYNAMIC starts none at init, as in Horovod."""
+    _core.start_timeline(str(file_path), bool(mark_cycles))
+
+
+def stop_timeline():
+    """Stops and closes the timeline being written (if any)."""
+    _core.stop_timeline()
+
+
 # -- handles ---------------------------------------------------------------
 
 

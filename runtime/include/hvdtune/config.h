@@ -79,7 +79,9 @@ struct TelemetrySettings {
   int metrics_port = -1;
   /// HVDTUNE_METRICS_ADDRESS: the IPv4 or IPv6 address they bind.
   std::string metrics_address = "127.0.0.1";
-  /// HOROVOD_TIMELINE: Chrome-trace file written by rank 0 (empty = none).
+  /// HOROVOD_TIMELINE: Chrome-trace file written by rank 0 (empty = none;
+  /// HOROVOD_TIMELINE=DYNAMIC leaves it empty: Runtime::StartTimeline
+  /// starts one later, as in Horovod).
   std::string timeline_path;
   /// HOROVOD_TIMELINE_MARK_CYCLES: mark every active cycle in the timeline.
   bool timeline_mark_cycles = false;

@@ -232,6 +232,16 @@ class Runtime {
   /// joined; Handle::last_joined_rank() is the last to join.
   Handle Join();
 
+  /// Starts writing Horovod's timeline to `path` (rank 0 writes; the other
+  /// ranks write nothing), replacing the one being written, if any (which
+  /// is closed). Horovod's start_timeline; HOROVOD_TIMELINE=DYNAMIC starts
+  /// none at init. Every rank may call it; errors (an empty path, no
+  /// timeline module in this build, a stopped runtime, a file that cannot
+  /// be opened) come back as the status.
+  Status StartTimeline(const std::string& path, bool mark_cycles = false);
+  /// Stops and closes the timeline being written (OK when there is none).
+  Status StopTimeline();
+
   /// The knob values the cycle thread is using now.
   KnobSettings knobs() const;
   /// Which knobs the user pinned through the environment.
