@@ -270,8 +270,14 @@ std::string SharedDatabase(const std::string& name) {
 TEST(WarmStartPgTest, SecondJobStartsFromTheFirstJobsBestThroughTheServer) {
   const std::string uri = SharedDatabase("warm");
   if (uri.empty()) GTEST_SKIP() << store::testing::PgServer::MissingReason();
-  const JobResult first = RunJob(TuneEnv(uri));
-  const JobResult second = RunJob(TuneEnv(uri));
+  // What is tested is the way through the server, not the confirmation
+  // rule: on a loaded machine (the server's processes share its cores) the
+  // confirmation may score far below the stored median, so only a drop of
+  // more than 99% re-tunes here.
+  auto env = TuneEnv(uri);
+  env["HVDTUNE_AUTOTUNE_RETUNE_DROP"] = "0.99";
+  const JobResult first = RunJob(env);
+  const JobResult second = RunJob(env);
   if (!IsRoot()) return;
   ASSERT_EQ(first.status.phase, AutotunePhase::kFrozen);
   EXPECT_EQ(first.status.source, "fresh");
