@@ -387,6 +387,12 @@ static void NewCollectives(hvdtune_runtime* rt) {
   }
   hvdtune_handle_release(h);
   CHECK(hvdtune_handle_last_joined_rank(NULL) == -1, "-");
+  CHECK(hvdtune_start_timeline(rt, "", 0) == HVDTUNE_INVALID_ARGUMENT &&
+            strstr(hvdtune_last_error(), "empty") != NULL,
+        "empty timeline path: %s", hvdtune_last_error());
+  CHECK(hvdtune_start_timeline(rt, NULL, 0) == HVDTUNE_INVALID_ARGUMENT, "-");
+  CHECK(hvdtune_stop_timeline(rt) == HVDTUNE_OK, "no timeline to stop");
+  CHECK(hvdtune_stop_timeline(NULL) == HVDTUNE_INVALID_ARGUMENT, "-");
 }
 
 static void ErrorTextAfterPoll(hvdtune_runtime* rt) {

@@ -11,8 +11,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,6 +41,9 @@ struct Pending;
 
 struct State {
   std::unique_ptr<Runtime> runtime;
+  // The process sets this rank is in, by id (0 is the whole job, above):
+  // one runtime each over its ranks, negotiating and fusing on its own.
+  std::map<int, std::unique_ptr<Runtime>> sets;
   // Buffers of handles that Python dropped before they completed: kept
   // until the runtime is done with them.
   std::vector<std::shared_ptr<Pending>> orphans;
@@ -61,6 +66,21 @@ Runtime& Rt() {
           "was called on this rank)");
   }
   return *s.runtime;
+}
+
+// The runtime of process set `id` (0: the whole job).
+Runtime& Rt(int id) {
+  if (id == 0) return Rt();
+  State& s = GetState();
+  const auto it = s.sets.find(id);
+  if (it == s.sets.end()) {
+    Raise("invalid_argument",
+          "process set " + std::to_string(id) + ": rank " +
+              std::to_string(Rt().rank()) +
+              " is not in it (or it was removed); only its ranks may call "
+              "its collectives");
+  }
+  return *it->second;
 }
 
 // What a collective keeps alive until it completes.
@@ -217,8 +237,62 @@ void Init(bool tune_num_groups) {
   }
 }
 
+// The environment of a process set's runtime: the job's, without the
+// autotuner, metrics and timeline, which belong to the whole job's runtime
+// (a set runs the job's configured knob values).
+EnvLookup ProcessSetEnv() {
+  return [env = ProcessEnv()](std::string_view name) {
+    for (std::string_view part : {"AUTOTUNE", "METRICS", "TIMELINE"}) {
+      if (name.find(part) != std::string_view::npos) {
+        return std::optional<std::string>();
+      }
+    }
+    return env(name);
+  };
+}
+
+// Collective over `ranks` (ascending ranks of the job); every rank of the
+// job calls it with the same id and ranks, and the others keep nothing.
+void AddProcessSet(int id, const std::vector<int>& ranks) {
+  State& s = GetState();
+  Runtime& world = Rt();
+  if (id <= 0 || s.sets.count(id) != 0) {
+    Raise("invalid_argument",
+          "process set id " + std::to_string(id) + " is taken or invalid");
+  }
+  if (std::find(ranks.begin(), ranks.end(), world.rank()) == ranks.end()) {
+    return;
+  }
+  RuntimeOptions options;
+  options.env = ProcessSetEnv();
+  options.ranks = ranks;
+  try {
+    py::gil_scoped_release release;
+    s.sets[id] = std::make_unique<Runtime>(std::move(options));
+  } catch (const ConfigError& e) {
+    Raise("config", e.what());
+  } catch (const std::exception& e) {
+    Raise("internal", std::string("process set: ") + e.what());
+  }
+}
+
+// Every rank of the set calls it; pending collectives of the set fail.
+bool RemoveProcessSet(int id) {
+  State& s = GetState();
+  const auto it = s.sets.find(id);
+  if (it == s.sets.end()) return false;
+  {
+    py::gil_scoped_release release;
+    it->second->Shutdown();
+  }
+  s.sets.erase(it);
+  PruneOrphans();
+  return true;
+}
+
 void Shutdown() {
   State& s = GetState();
+  while (!s.sets.empty()) RemoveProcessSet(s.sets.begin()->first);
   if (s.runtime) {
     {
       py::gil_scoped_release release;
@@ -232,8 +306,9 @@ void Shutdown() {
 
 std::unique_ptr<PyHandle> AllreduceAsync(const std::string& name,
                                          py::handle input, py::handle output,
-                                         const std::string& op) {
-  Runtime& rt = Rt();
+                                         const std::string& op,
+                                         int process_set) {
+  Runtime& rt = Rt(process_set);
   const ReduceOp reduce = ParseOp(op);
   auto pending = std::make_shared<Pending>();
   TensorRef in = Resolve(input, false, "input of allreduce '" + name + "'");
@@ -252,8 +327,8 @@ std::unique_ptr<PyHandle> AllreduceAsync(const std::string& name,
 std::unique_ptr<PyHandle> GroupedAllreduceAsync(
     const std::string& group, const std::vector<std::string>& names,
     const py::sequence& inputs, const py::sequence& outputs,
-    const std::string& op) {
-  Runtime& rt = Rt();
+    const std::string& op, int process_set) {
+  Runtime& rt = Rt(process_set);
   const ReduceOp reduce = ParseOp(op);
   const std::size_t n = names.size();
   if (static_cast<std::size_t>(py::len(inputs)) != n ||
@@ -284,8 +359,9 @@ std::unique_ptr<PyHandle> GroupedAllreduceAsync(
 }
 
 std::unique_ptr<PyHandle> BroadcastAsync(const std::string& name,
-                                         py::handle buffer, int root) {
-  Runtime& rt = Rt();
+                                         py::handle buffer, int root,
+                                         int process_set) {
+  Runtime& rt = Rt(process_set);
   auto pending = std::make_shared<Pending>();
   TensorRef buf = Resolve(buffer, true, "buffer of broadcast '" + name + "'");
   pending->handle = rt.Broadcast(name, buf.data, buf.shape, buf.dtype, root);
@@ -318,8 +394,8 @@ std::unique_ptr<PyHandle> OneInputAsync(py::handle input,
 }
 
 std::unique_ptr<PyHandle> AllgatherAsync(const std::string& name,
-                                         py::handle input) {
-  Runtime& rt = Rt();
+                                         py::handle input, int process_set) {
+  Runtime& rt = Rt(process_set);
   return OneInputAsync(input, "input of allgather '" + name + "'",
                        [&](const TensorRef& in) {
                          return rt.Allgather(name, in.data, in.shape, in.dtype);
@@ -328,8 +404,9 @@ std::unique_ptr<PyHandle> AllgatherAsync(const std::string& name,
 
 std::unique_ptr<PyHandle> ReducescatterAsync(const std::string& name,
                                              py::handle input,
-                                             const std::string& op) {
-  Runtime& rt = Rt();
+                                             const std::string& op,
+                                             int process_set) {
+  Runtime& rt = Rt(process_set);
   const ReduceOp reduce = ParseOp(op);
   return OneInputAsync(
       input, "input of reducescatter '" + name + "'", [&](const TensorRef& in) {
@@ -362,8 +439,8 @@ std::vector<InputTensor> GroupInputs(const std::string& kind,
 
 std::unique_ptr<PyHandle> GroupedAllgatherAsync(
     const std::string& group, const std::vector<std::string>& names,
-    const py::sequence& inputs) {
-  Runtime& rt = Rt();
+    const py::sequence& inputs, int process_set) {
+  Runtime& rt = Rt(process_set);
   auto pending = std::make_shared<Pending>();
   std::vector<InputTensor> tensors =
       GroupInputs("grouped allgather", group, names, inputs, *pending);
@@ -373,8 +450,8 @@ std::unique_ptr<PyHandle> GroupedAllgatherAsync(
 
 std::unique_ptr<PyHandle> GroupedReducescatterAsync(
     const std::string& group, const std::vector<std::string>& names,
-    const py::sequence& inputs, const std::string& op) {
-  Runtime& rt = Rt();
+    const py::sequence& inputs, const std::string& op, int process_set) {
+  Runtime& rt = Rt(process_set);
   const ReduceOp reduce = ParseOp(op);
   auto pending = std::make_shared<Pending>();
   std::vector<InputTensor> tensors =
@@ -383,19 +460,20 @@ std::unique_ptr<PyHandle> GroupedReducescatterAsync(
   return MakeHandle(std::move(pending));
 }
 
-std::unique_ptr<PyHandle> AlltoallAsync(
-    const std::string& name, py::handle input,
-    const std::vector<std::int64_t>& splits) {
-  Runtime& rt = Rt();
+std::unique_ptr<PyHandle> AlltoallAsync(const std::string& name,
+                                        py::handle input,
+                                        const std::vector<std::int64_t>& splits,
+                                        int process_set) {
+  Runtime& rt = Rt(process_set);
   return OneInputAsync(
       input, "input of alltoall '" + name + "'", [&](const TensorRef& in) {
         return rt.Alltoall(name, in.data, in.shape, in.dtype, splits);
       });
 }
 
-std::unique_ptr<PyHandle> BarrierAsync() {
+std::unique_ptr<PyHandle> BarrierAsync(int process_set) {
   auto pending = std::make_shared<Pending>();
-  pending->handle = Rt().Barrier();
+  pending->handle = Rt(process_set).Barrier();
   return MakeHandle(std::move(pending));
 }
 
@@ -572,21 +650,28 @@ void DefineModule(py::module_& m) {
   m.def("cross_rank", [] { return Rt().cross_rank(); });
   m.def("cross_size", [] { return Rt().cross_size(); });
   m.def("allreduce_async", &AllreduceAsync, py::arg("name"), py::arg("input"),
-        py::arg("output"), py::arg("op"));
+        py::arg("output"), py::arg("op"), py::arg("process_set") = 0);
   m.def("grouped_allreduce_async", &GroupedAllreduceAsync, py::arg("group"),
-        py::arg("names"), py::arg("inputs"), py::arg("outputs"), py::arg("op"));
+        py::arg("names"), py::arg("inputs"), py::arg("outputs"), py::arg("op"),
+        py::arg("process_set") = 0);
   m.def("broadcast_async", &BroadcastAsync, py::arg("name"), py::arg("buffer"),
-        py::arg("root"));
-  m.def("allgather_async", &AllgatherAsync, py::arg("name"), py::arg("input"));
+        py::arg("root"), py::arg("process_set") = 0);
+  m.def("allgather_async", &AllgatherAsync, py::arg("name"), py::arg("input"),
+        py::arg("process_set") = 0);
   m.def("grouped_allgather_async", &GroupedAllgatherAsync, py::arg("group"),
-        py::arg("names"), py::arg("inputs"));
+        py::arg("names"), py::arg("inputs"), py::arg("process_set") = 0);
   m.def("reducescatter_async", &ReducescatterAsync, py::arg("name"),
-        py::arg("input"), py::arg("op"));
+        py::arg("input"), py::arg("op"), py::arg("process_set") = 0);
   m.def("grouped_reducescatter_async", &GroupedReducescatterAsync,
-        py::arg("group"), py::arg("names"), py::arg("inputs"), py::arg("op"));
+        py::arg("group"), py::arg("names"), py::arg("inputs"), py::arg("op"),
+        py::arg("process_set") = 0);
   m.def("alltoall_async", &AlltoallAsync, py::arg("name"), py::arg("input"),
-        py::arg("splits"));
-  m.def("barrier_async", &BarrierAsync);
+        py::arg("splits"), py::arg("process_set") = 0);
+  m.def("barrier_async", &BarrierAsync, py::arg("process_set") = 0);
+  m.def("add_process_set", &AddProcessSet, py::arg("id"), py::arg("ranks"),
+        "Collective over the job: builds set `id`'s runtime on its ranks.");
+  m.def("remove_process_set", &RemoveProcessSet, py::arg("id"),
+        "Shuts set `id`'s runtime down; false when this rank has none.");
   m.def("join_async", &JoinAsync);
   m.def(
       "reduce_ops",
@@ -598,6 +683,16 @@ void DefineModule(py::module_& m) {
         return ops;
       },
       "The reduce ops the runtime accepts, by name.");
+  m.def(
+      "start_timeline",
+      [](const std::string& path, bool mark_cycles) {
+        RaiseStatus(Rt().StartTimeline(path, mark_cycles));
+      },
+      py::arg("path"), py::arg("mark_cycles") = false,
+      "Starts writing the timeline to `path` (rank 0 writes).");
+  m.def(
+      "stop_timeline", [] { RaiseStatus(Rt().StopTimeline()); },
+      "Stops and closes the timeline being written.");
   m.def("mark_step", [] { Rt().MarkStep(); });
   m.def("autotune_status", &AutotuneStatusDict);
   m.def("knobs", [] { return KnobsDict(Rt().knobs()); });

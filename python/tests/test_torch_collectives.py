@@ -271,3 +271,71 @@ def test_join_fails_the_collectives_that_cannot_go_on():
         with pytest.raises(hvd.HorovodInternalError, match="join"):
             hvd.allgather(torch.ones(2), name="collectives.join.gather")
         hvd.join()
+
+
+def test_process_sets_run_their_own_collectives():
+    n, r = n_r()
+    evens = hvd.add_process_set([k for k in range(n) if k % 2 == 0])
+    odds = hvd.add_process_set(hvd.ProcessSet(
+        [k for k in range(n) if k % 2 == 1])) if n > 1 else None
+    mine = evens if r % 2 == 0 else odds
+    other = odds if r % 2 == 0 else evens
+    members = mine.ranks
+    assert mine.included() and mine.size() == len(members)
+    assert mine.rank() == members.index(r)
+    x = torch.full((3,), float(r + 1), requires_grad=True)
+    y = hvd.allreduce(x, op=hvd.Sum, process_set=mine)
+    assert torch.equal(y.detach(),
+                       torch.full((3,), float(sum(k + 1 for k in members))))
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.full((3,), float(len(members))))
+    g = hvd.allgather(torch.full((1, 2), float(r)), process_set=mine)
+    assert g[:, 0].tolist() == [float(k) for k in members]
+    root = members[-1]
+    b = hvd.broadcast(torch.full((2,), float(r)), root, process_set=mine)
+    assert torch.equal(b, torch.full((2,), float(root)))
+    rs = hvd.reducescatter(torch.ones(2 * len(members), 1), op=hvd.Sum,
+                           process_set=mine)
+    assert torch.equal(rs, torch.full((2, 1), float(len(members))))
+    a2a = hvd.alltoall(torch.full((len(members),), float(r)),
+                       process_set=mine)
+    assert a2a.tolist() == [float(k) for k in members]
+    assert hvd.allgather_object(r, process_set=mine) == members
+    assert hvd.broadcast_object({"from": root}, root_rank=root,
+                                process_set=mine) == {"from": root}
+    hvd.barrier(process_set=mine)
+    if other is not None:
+        with pytest.raises(ValueError, match="not in"):
+            hvd.allreduce(torch.ones(1), process_set=other)
+        with pytest.raises(ValueError, match="not in"):
+            hvd.broadcast(torch.ones(1), other.ranks[0], process_set=mine)
+    # The job's own collectives go on beside the sets'.
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == n
+    assert hvd.remove_process_set(evens)
+    if odds is not None:
+        assert hvd.remove_process_set(odds)
+    assert not hvd.remove_process_set(hvd.global_process_set)
+    with pytest.raises(ValueError, match="removed"):
+        hvd.allreduce(torch.ones(1), process_set=evens)
+
+
+def test_distributed_optimizer_on_a_process_set():
+    n, r = n_r()
+    if n < 2:
+        return
+    pair = hvd.add_process_set([0, 1])
+    model = torch.nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=1.0),
+        named_parameters=model.named_parameters(), process_set=pair)
+    model(torch.full((1, 2), float(r + 1))).sum().backward()
+    opt.step()
+    if r in (0, 1):
+        # The average of the two ranks' gradients (1 and 2 per weight).
+        assert torch.allclose(model.weight, torch.full((1, 2), -0.5))
+    else:
+        # Outside the set: it steps on its own gradients.
+        assert torch.allclose(model.weight, torch.full((1, 2), -float(r)))
+    hvd.remove_process_set(pair)

@@ -315,6 +315,42 @@ int hvdtune_allgather(hvdtune_runtime* rt, const char* name, const void* input,
       });
 }
 
+namespace {
+
+int StatusCodeOf(const hvdtune::Status& s) {
+  if (!s.ok()) last_error = s.message();
+  return static_cast<int>(s.code());
+}
+
+}  // namespace
+
+int hvdtune_start_timeline(hvdtune_runtime* rt, const char* path,
+                           int mark_cycles) {
+  if (rt == nullptr || path == nullptr) {
+    last_error = rt == nullptr ? "null runtime" : "null timeline path";
+    return HVDTUNE_INVALID_ARGUMENT;
+  }
+  try {
+    return StatusCodeOf(rt->rt->StartTimeline(path, mark_cycles != 0));
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return HVDTUNE_INTERNAL;
+  }
+}
+
+int hvdtune_stop_timeline(hvdtune_runtime* rt) {
+  if (rt == nullptr) {
+    last_error = "null runtime";
+    return HVDTUNE_INVALID_ARGUMENT;
+  }
+  try {
+    return StatusCodeOf(rt->rt->StopTimeline());
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return HVDTUNE_INTERNAL;
+  }
+}
+
 int hvdtune_barrier(hvdtune_runtime* rt, hvdtune_handle** handle) {
   return Submit(
       rt, "barrier", 0, nullptr, handle,

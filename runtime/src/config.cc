@@ -106,7 +106,9 @@ TelemetrySettings ParseTelemetrySettings(const EnvLookup& env) {
                         "='': expected a file path (unset it for no "
                         "timeline)");
     }
-    s.timeline_path = std::string(v);
+    // Horovod's switch for a timeline started later (StartTimeline), not
+    // a file name.
+    if (v != "DYNAMIC") s.timeline_path = std::string(v);
   });
   IfSet(env, "HOROVOD_TIMELINE_MARK_CYCLES", [&](auto var, auto v) {
     s.timeline_mark_cycles = ParseBoolSetting(var, v);
@@ -213,9 +215,11 @@ constexpr SettingSpec kSettings[] = {
      "an IPv4 or IPv6 address",
      "Address the endpoints bind; 0.0.0.0 for every interface, so that a "
      "Prometheus on another host can scrape."},
-    {"Metrics and timeline", "HOROVOD_TIMELINE", "unset", "a file path",
+    {"Metrics and timeline", "HOROVOD_TIMELINE", "unset",
+     "a file path, or DYNAMIC",
      "Chrome-trace JSON file written by rank 0 (Horovod's timeline "
-     "format)."},
+     "format). DYNAMIC: none at start; the application starts and stops "
+     "one with start_timeline / stop_timeline (Runtime::StartTimeline)."},
     {"Metrics and timeline", "HOROVOD_TIMELINE_MARK_CYCLES", "0",
      "0, 1, true, false",
      "Also mark the start of every active cycle (CYCLE_START) in the "

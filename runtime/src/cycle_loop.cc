@@ -108,6 +108,7 @@ void RuntimeImpl::GatherArrivals() {
 }
 
 bool RuntimeImpl::RunCycle(bool* stop) {
+  ApplyTimelineChange();
   const double start = RuntimeClock();
   std::optional<std::vector<std::uint8_t>> update;
   {
@@ -367,6 +368,7 @@ void RuntimeImpl::FailEverything(const Status& s) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = false;
+    timeline_cv_.notify_all();
     queued.swap(queue_);
     queued.resize(queue_size_);
     queue_size_ = 0;

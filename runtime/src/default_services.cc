@@ -31,12 +31,13 @@ Services DefaultServices(const RuntimeConfig& config) {
         metrics::MetricsOptions{t.metrics_port, t.metrics_address});
     s.sinks.push_back(metrics);
   }
-  if (!t.timeline_path.empty()) {
+  // HOROVOD_TIMELINE's file and Runtime::StartTimeline's.
+  s.make_timeline = [](const std::string& path, bool mark_cycles) {
     timeline::TimelineOptions options;
-    options.path = t.timeline_path;
-    options.mark_cycles = t.timeline_mark_cycles;
-    s.sinks.push_back(std::make_shared<timeline::TimelineSink>(options));
-  }
+    options.path = path;
+    options.mark_cycles = mark_cycles;
+    return std::make_shared<timeline::TimelineSink>(options);
+  };
   if (config.autotune.enabled) {
     s.make_autotuner = MakeGpAutotuner;
     if (!config.autotune.log_path.empty()) {
@@ -80,6 +81,7 @@ std::unique_ptr<internal::RuntimeImpl> FromEnvironment(RuntimeOptions options) {
     error = e.what();
   }
   config.tune_num_groups = options.tune_num_groups;
+  config.ranks = std::move(options.ranks);
   Services services = DefaultServices(config);
   for (auto& sink : options.sinks) services.sinks.push_back(std::move(sink));
   services.config_source = std::move(options.config_source);

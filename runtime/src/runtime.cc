@@ -460,6 +460,11 @@ Handle Runtime::Enqueue(std::span<const EntrySpec> specs) {
   return impl_->Enqueue(specs);
 }
 
+Status Runtime::StartTimeline(const std::string& path, bool mark_cycles) {
+  return impl_->StartTimeline(path, mark_cycles);
+}
+Status Runtime::StopTimeline() { return impl_->StopTimeline(); }
+
 KnobSettings Runtime::knobs() const { return impl_->knobs(); }
 std::array<bool, kNumKnobs> Runtime::pinned_knobs() const {
   return impl_->pinned();

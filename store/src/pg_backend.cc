@@ -524,8 +524,12 @@ PgBackend::PgBackend(StoreOptions options)
       conn_, [](void*, const char*) {}, nullptr);
   try {
     PgConnection c(conn_, name_, secret);
-    // Quiet notices ("relation exists"), UTC-independent values.
+    // No notices on stderr.
     c.Exec("SET client_min_messages = warning");
+    // Readers (hvd-tune show, export, doctor) cannot write by mistake.
+    if (options_.read_only) {
+      c.Exec("SET default_transaction_read_only = on");
+    }
     const int version = ReadVersion(c);
     if (version > kSchemaVersion) {
       throw StoreError(

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -172,6 +174,140 @@ TEST_F(StorePgTest, SixteenProcessesWriteWithoutLossAndOneBestWins) {
             "w" + std::to_string(writer));
   EXPECT_EQ(best->score, 1.0 * writer);
   EXPECT_EQ(best->time, kSamples);
+}
+
+// The roles docs/config-store.md documents: an owner migrates; a job's
+// role records and reads but cannot change the schema (and says so when it
+// would have to migrate); a reader only reads.
+TEST_F(StorePgTest, LeastPrivilegeRolesDoWhatTheDocsSay) {
+  const std::string uri = where_.Fresh();
+  const std::string db = uri.substr(uri.rfind('/') + 1);
+  const std::string suffix = db;  // roles are per cluster: one set per test
+  const std::string job = "job_" + suffix, reader = "reader_" + suffix;
+  where_.Exec(uri, "CREATE ROLE " + job + " LOGIN PASSWORD 'job-pw'");
+  where_.Exec(uri, "CREATE ROLE " + reader + " LOGIN PASSWORD 'reader-pw'");
+  where_.Exec(uri,
+              "GRANT CONNECT ON DATABASE " + db + " TO " + job + ", " + reader);
+  // Before the owner migrated: the job's role cannot create the tables.
+  try {
+    Store s({server_->Uri(db, job, "job-pw")});
+    FAIL() << "a job role migrated";
+  } catch (const StoreUnavailable& e) {
+    FAIL() << "not worth retrying: " << e.what();
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("permission denied"),
+              std::string::npos)
+        << e.what();
+  }
+  { Store owner({uri}); }  // the owner migrates
+  where_.Exec(
+      uri, "GRANT USAGE ON SCHEMA public TO " + job + ", " + reader + ";" +
+               "GRANT SELECT ON hvdtune_schema TO " + job + ";" +
+               "GRANT SELECT, INSERT ON fingerprints, samples, "
+               "sample_values TO " +
+               job + ";" + "GRANT SELECT, INSERT, UPDATE ON runs, best TO " +
+               job + ";" + "GRANT SELECT, INSERT, DELETE ON best_values TO " +
+               job + ";" + "GRANT SELECT ON ALL TABLES IN SCHEMA public TO " +
+               reader);
+  std::int64_t hw = 0, model = 0;
+  {
+    Store s({server_->Uri(db, job, "job-pw")});
+    hw = s.PutFingerprint("hardware", TestHardware());
+    model = s.PutFingerprint("model", testing::TestModel());
+    const auto run = s.BeginRun(hw, model, "0.1.0", "fresh", 1);
+    s.AddSamples(run, {MakeSample(1, 1), MakeSample(2, 2)});
+    s.SetBest(hw, model, {MakeSample(2, 2).values, 2, run, 3});
+    s.SetBest(hw, model, {MakeSample(1, 1).values, 1, run, 4});
+    s.EndRun(run, "completed", 5);
+    ASSERT_EQ(s.Dump().size(), 1u);
+    // What `hvd-tune import` does, with the same role.
+    EXPECT_EQ(s.Merge(s.Dump(), false).samples_present, 2);
+    EXPECT_THROW(
+        where_.Exec(server_->Uri(db, job, "job-pw"), "DROP TABLE samples"),
+        std::runtime_error);
+  }
+  StoreOptions read_only{server_->Uri(db, reader, "reader-pw")};
+  read_only.read_only = true;
+  Store r(read_only);
+  EXPECT_EQ(r.GetBest(hw, model)->score, 1);
+  EXPECT_EQ(r.ListPairs().size(), 1u);
+  EXPECT_THROW(r.PutFingerprint("hardware", TestHardware(8)), StoreError);
+}
+
+// Every SQL query of the fleet dashboard (dashboard/hvdtune_fleet.json)
+// runs, as the documented read-only role, against a store that jobs wrote,
+// and returns rows; the gain over the default is what the samples say.
+TEST_F(StorePgTest, FleetDashboardQueriesRunAsTheReaderRole) {
+  const std::string uri = where_.Fresh();
+  const std::string db = uri.substr(uri.rfind('/') + 1);
+  {
+    Store s({uri});
+    const auto hw = s.PutFingerprint("hardware", TestHardware());
+    const auto model = s.PutFingerprint("model", testing::TestModel());
+    const double now = 1.7e9;
+    const auto run = s.BeginRun(hw, model, "0.1.0", "fresh", now);
+    Sample warm1 = MakeSample(1, 1e9), warm2 = MakeSample(2, 1e9);
+    warm1.phase = warm2.phase = "warmup";
+    Sample best = MakeSample(3, 2e9);
+    best.phase = "frozen";
+    s.AddSamples(run, {warm1, warm2, MakeSample(3, 1.5e9), best});
+    s.SetBest(hw, model, {best.values, 2e9, run, now + 10});
+    s.EndRun(run, "completed", now + 20);
+    const auto second = s.BeginRun(hw, model, "0.1.0", "store", now + 30);
+    Sample confirm = best;  // a warm start's warm-up runs the stored best
+    confirm.phase = "warmup";
+    s.AddSamples(second, {confirm, best});
+    s.EndRun(second, "completed", now + 40);
+  }
+  const std::string reader = "dash_" + db;
+  where_.Exec(uri, "CREATE ROLE " + reader + " LOGIN PASSWORD 'dash-pw';" +
+                       "GRANT CONNECT ON DATABASE " + db + " TO " + reader +
+                       ";" + "GRANT USAGE ON SCHEMA public TO " + reader + ";" +
+                       "GRANT SELECT ON ALL TABLES IN SCHEMA public TO " +
+                       reader);
+  std::ifstream in(std::string(HVDTUNE_SOURCE_DIR) +
+                   "/dashboard/hvdtune_fleet.json");
+  const nlohmann::json dash = nlohmann::json::parse(in);
+  PGconn* c = PQconnectdb(server_->Uri(db, reader, "dash-pw").c_str());
+  ASSERT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
+  int queries = 0;
+  for (const auto& panel : dash.at("panels")) {
+    EXPECT_EQ(panel.at("datasource").at("type"),
+              "grafana-postgresql-datasource");
+    for (const auto& target : panel.at("targets")) {
+      std::string sql = target.at("rawSql");
+      // Grafana's macros, as it expands them for a range of all time.
+      for (const auto& [macro, value] :
+           {std::pair{"$__unixEpochFrom()", "0"},
+            std::pair{"$__unixEpochTo()", "4102444800"}}) {
+        for (auto at = sql.find(macro); at != std::string::npos;
+             at = sql.find(macro)) {
+          sql.replace(at, std::string(macro).size(), value);
+        }
+      }
+      ASSERT_EQ(sql.find("$__"), std::string::npos) << sql;
+      PGresult* r = PQexec(c, sql.c_str());
+      ++queries;
+      EXPECT_EQ(PQresultStatus(r), PGRES_TUPLES_OK)
+          << panel.at("title") << ": " << PQerrorMessage(c);
+      EXPECT_GE(PQntuples(r), 1) << panel.at("title");
+      const int gain = PQfnumber(r, "gain");
+      if (gain >= 0 && PQntuples(r) > 0) {
+        EXPECT_DOUBLE_EQ(std::stod(PQgetvalue(r, 0, gain)), 1.0);
+        const std::string config =
+            PQgetvalue(r, 0, PQfnumber(r, "best_configuration"));
+        EXPECT_NE(config.find("allreduce_algorithm=ring"), std::string::npos)
+            << config;
+      }
+      const int samples = PQfnumber(r, "samples");
+      if (std::string(panel.at("title")) == "Store contents") {
+        EXPECT_EQ(std::string(PQgetvalue(r, 0, samples)), "6");
+      }
+      PQclear(r);
+    }
+  }
+  PQfinish(c);
+  EXPECT_EQ(queries, 5);
 }
 
 // The writer thread across an outage: the server killed mid-job and

@@ -8,11 +8,10 @@ import warnings
 
 import torch
 
-import hvdtune
 from hvdtune import _core
 from hvdtune.torch.compression import Compression
 from hvdtune.torch.functions import (Adasum, Average, Sum, _error,
-                                     _check_process_set, allreduce_async_,
+                                     _added_process_set, allreduce_async_,
                                      global_process_set,
                                      grouped_allreduce_async_,
                                      sparse_allreduce_async, synchronize)
@@ -24,8 +23,9 @@ class _DistributedOptimizer:
 
     def __init__(self, params, named_parameters, compression,
                  backward_passes_per_step, op, gradient_predivide_factor,
-                 num_groups, groups, sparse_as_dense):
+                 num_groups, groups, sparse_as_dense, process_set):
         super().__init__(params)
+        self._process_set = process_set
         self._compression = compression
         self._op = op
         self._predivide = float(gradient_predivide_factor)
@@ -44,7 +44,9 @@ class _DistributedOptimizer:
         self._synchronized = False
         self._should_synchronize = True
         self._setup_groups(num_groups, groups)
-        if hvdtune.size() > 1:
+        # A rank outside the set trains on its own (as in Horovod).
+        self._distributed = process_set.included() and process_set.size() > 1
+        if self._distributed:
             self._register_hooks()
 
     # -- naming and grouping ------------------------------------------------
@@ -180,11 +182,14 @@ class _DistributedOptimizer:
         if (p.grad is not None and p.grad.is_sparse and
                 not self._sparse_as_dense):
             # Horovod's way: an allgather of the indices and the values.
-            return sparse_allreduce_async(p.grad, name=name, op=self._op), None
+            return sparse_allreduce_async(
+                p.grad, name=name, op=self._op,
+                process_set=self._process_set), None
         tensor, ctx, was_sparse = self._prepared_grad(p)
         pre, post = self._scale_factors()
         handle = allreduce_async_(tensor, name=name, op=self._op,
-                                  prescale_factor=pre, postscale_factor=post)
+                                  prescale_factor=pre, postscale_factor=post,
+                                  process_set=self._process_set)
         return handle, (tensor, ctx, was_sparse)
 
     def _submit_group(self, index):
@@ -195,7 +200,8 @@ class _DistributedOptimizer:
             [t for t, _, _ in prepared],
             name="grads.group%d.%s" % (index,
                                        self._parameter_names[members[0]]),
-            op=self._op, prescale_factor=pre, postscale_factor=post)
+            op=self._op, prescale_factor=pre, postscale_factor=post,
+            process_set=self._process_set)
         for p, entry in zip(members, prepared):
             self._handles[p] = (handle, entry)
         self._group_submitted.add(index)
@@ -204,7 +210,7 @@ class _DistributedOptimizer:
         """Waits for every gradient's allreduce (starting the ones backward
         did not reach, e.g. of unused parameters) and writes the results into
         the gradients."""
-        if hvdtune.size() <= 1:
+        if not self._distributed:
             self._synchronized = True
             return
         for p in self._requires_update:
@@ -285,7 +291,9 @@ def DistributedOptimizer(optimizer, named_parameters=None,
     locally (summed, as torch accumulates .grad; scale the loss by 1/N for
     a mean) and are allreduced once, on the N-th pass.
     num_groups>0: parameters are split, in order, into that many groups,
-    each allreduced as one unit (0: the runtime's num_groups knob)."""
+    each allreduced as one unit (0: the runtime's num_groups knob).
+    process_set: average over that set's ranks only; a rank outside it
+    steps on its own gradients."""
     if op == Adasum:
         raise _error(
             "invalid_argument",
@@ -295,7 +303,7 @@ def DistributedOptimizer(optimizer, named_parameters=None,
         raise _error(
             "invalid_argument",
             "DistributedOptimizer: op must be Average or Sum, got %r" % (op,))
-    _check_process_set(process_set, "DistributedOptimizer")
+    process_set = _added_process_set(process_set, "DistributedOptimizer")
     if int(backward_passes_per_step) < 1:
         raise ValueError("backward_passes_per_step must be at least 1, got %r"
                          % (backward_passes_per_step,))
@@ -305,4 +313,4 @@ def DistributedOptimizer(optimizer, named_parameters=None,
                (_DistributedOptimizer, optimizer.__class__), {})
     return cls(optimizer.param_groups, named_parameters, compression,
                int(backward_passes_per_step), op, gradient_predivide_factor,
-               num_groups, groups, sparse_as_dense)
+               num_groups, groups, sparse_as_dense, process_set)

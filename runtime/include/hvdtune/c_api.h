@@ -87,6 +87,13 @@ int hvdtune_allgather(hvdtune_runtime* rt, const char* name, const void* input,
                       int ndim, const int64_t* shape, int dtype,
                       hvdtune_handle** handle);
 
+/* Runtime::StartTimeline / StopTimeline: rank 0 writes Horovod's timeline
+ * to path (replacing and closing one being written) until stopped. The
+ * status code; hvdtune_last_error() says why on failure. */
+int hvdtune_start_timeline(hvdtune_runtime* rt, const char* path,
+                           int mark_cycles);
+int hvdtune_stop_timeline(hvdtune_runtime* rt);
+
 /* Completes on every rank once every rank called it. */
 int hvdtune_barrier(hvdtune_runtime* rt, hvdtune_handle** handle);
 /* This rank has no more data: until every rank joined it takes part in the

@@ -91,6 +91,9 @@ struct RuntimeOptions {
   std::vector<std::shared_ptr<EventSink>> sinks = {};
   /// Warm starts for the autotuner; none when null.
   std::shared_ptr<ConfigSource> config_source = nullptr;
+  /// The ranks of MPI_COMM_WORLD this runtime spans, ascending: a process
+  /// set, whose ranks alone construct it (collectively); empty: all ranks.
+  std::vector<int> ranks = {};
 };
 
 /// Counters of the cycle thread, for benchmarks and metrics.
@@ -228,6 +231,16 @@ class Runtime {
   /// fails on every rank, saying so. Completes on every rank once all
   /// joined; Handle::last_joined_rank() is the last to join.
   Handle Join();
+
+  /// Starts writing Horovod's timeline to `path` (rank 0 writes; the other
+  /// ranks write nothing), replacing the one being written, if any (which
+  /// is closed). Horovod's start_timeline; HOROVOD_TIMELINE=DYNAMIC starts
+  /// none at init. Every rank may call it; errors (an empty path, no
+  /// timeline module in this build, a stopped runtime, a file that cannot
+  /// be opened) come back as the status.
+  Status StartTimeline(const std::string& path, bool mark_cycles = false);
+  /// Stops and closes the timeline being written (OK when there is none).
+  Status StopTimeline();
 
   /// The knob values the cycle thread is using now.
   KnobSettings knobs() const;
