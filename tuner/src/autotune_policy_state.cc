@@ -37,6 +37,27 @@ DriftReference DriftReferenceOf(const std::vector<double>& logs,
   return r;
 }
 
+bool Confirms(const PolicyStart& start, double retune_drop, double confirmed) {
+  if (!(confirmed > 0)) return false;
+  // The stored run's own samples of the configuration, where there are
+  // enough, say how much its score varied: the confirmation may fall that
+  // much below their median before it counts as a change.
+  std::vector<double> logs;
+  for (const PriorSample& p : start.priors) {
+    if (p.config == *start.known_best && p.score > 0) {
+      logs.push_back(std::log(p.score));
+    }
+  }
+  double reference = std::log(std::max(start.known_best_score, 1e-300));
+  double tolerance = std::log(1.0 / (1.0 - retune_drop));
+  if (logs.size() >= kConfirmMinSamples) {
+    const DriftReference ref = DriftReferenceOf(logs, retune_drop);
+    reference = ref.location;
+    tolerance = std::max(tolerance, kConfirmSpreads * ref.scale);
+  }
+  return std::log(confirmed) >= reference - tolerance;
+}
+
 double DriftStep(double cusum, const DriftReference& ref, double log_score) {
   const double z = std::min((ref.location - log_score) / ref.scale, kDriftClip);
   return std::max(0.0, cusum + z - kDriftSlack);
@@ -64,8 +85,7 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
         status.initial_score = confirmed;
         status.best_score = confirmed;
         status.best = current;
-        if (confirmed >=
-            (1.0 - settings.retune_drop) * start.known_best_score) {
+        if (internal::Confirms(start, settings.retune_drop, confirmed)) {
           SetPhase(Phase::kFrozen, current, confirmed, now);
           EnterFrozen();
           return std::nullopt;

@@ -56,6 +56,15 @@ DriftReference DriftReferenceOf(const std::vector<double>& logs,
                                 double retune_drop);
 // The CUSUM after one more sample.
 double DriftStep(double cusum, const DriftReference& ref, double log_score);
+// A store confirmation: whether `confirmed`, the median score of the
+// stored best (`start.known_best`) in this run, says the conditions are
+// those it was stored under. With kConfirmMinSamples or more samples of it
+// among the priors (the stored run's own), it may fall the larger of
+// retune_drop and kConfirmSpreads of their spread (DriftReferenceOf) below
+// their median; otherwise retune_drop below `start.known_best_score`.
+constexpr std::size_t kConfirmMinSamples = 3;
+constexpr double kConfirmSpreads = 3.0;
+bool Confirms(const PolicyStart& start, double retune_drop, double confirmed);
 
 }  // namespace internal
 
