@@ -10,7 +10,6 @@ import warnings
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import hvdtune.torch as hvd
 
