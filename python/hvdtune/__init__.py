@@ -8,7 +8,6 @@ HOROVOD_AUTOTUNE_LOG, HOROVOD_AUTOTUNE_DB, HOROVOD_METRICS_PORT,
 HOROVOD_TIMELINE, ...). Collectives are matched across ranks by name.
 """
 
-import itertools
 import os
 import sys
 
@@ -66,8 +65,9 @@ def _auto_name(kind, name):
     in the same order (as in Horovod)."""
     if name is not None:
         return str(name)
-    counter = _counters.setdefault(kind, itertools.count())
-    return "%s.noname.%d" % (kind, next(counter))
+    number = _counters.get(kind, 0)
+    _counters[kind] = number + 1
+    return "%s.noname.%d" % (kind, number)
 
 
 def init(tune_num_groups=False):

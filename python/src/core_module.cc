@@ -683,6 +683,16 @@ void DefineModule(py::module_& m) {
         return ops;
       },
       "The reduce ops the runtime accepts, by name.");
+  m.def(
+      "start_timeline",
+      [](const std::string& path, bool mark_cycles) {
+        RaiseStatus(Rt().StartTimeline(path, mark_cycles));
+      },
+      py::arg("path"), py::arg("mark_cycles") = false,
+      "Starts writing the timeline to `path` (rank 0 writes).");
+  m.def(
+      "stop_timeline", [] { RaiseStatus(Rt().StopTimeline()); },
+      "Stops and closes the timeline being written.");
   m.def("mark_step", [] { Rt().MarkStep(); });
   m.def("autotune_status", &AutotuneStatusDict);
   m.def("knobs", [] { return KnobsDict(Rt().knobs()); });

@@ -339,3 +339,19 @@ def test_distributed_optimizer_on_a_process_set():
         # Outside the set: it steps on its own gradients.
         assert torch.allclose(model.weight, torch.full((1, 2), -float(r)))
     hvd.remove_process_set(pair)
+
+
+def test_unnamed_collectives_line_up_again_after_join():
+    n, r = n_r()
+    if n == 1:
+        return
+    for first in range(n):
+        if r != first:
+            # The others issue an unnamed collective the early rank never
+            # does (it fails: a rank has joined)...
+            with pytest.raises(hvd.HorovodInternalError):
+                hvd.allgather(torch.ones(2))
+        hvd.join()
+        # ...and after join every rank's next unnamed one has the same name.
+        out = hvd.allgather(torch.full((1,), float(r)))
+        assert out.tolist() == [float(k) for k in range(n)]

@@ -4,12 +4,12 @@ gradients of every collective, scaling of integer tensors, optimizer state
 broadcast, sparse gradients, SyncBatchNorm and the refusals (run under
 `mpirun -np N python -m pytest`)."""
 
+import json
 import time
 import warnings
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import hvdtune.torch as hvd
 
@@ -367,3 +367,21 @@ def test_sync_batch_norm_equals_batch_norm_on_the_whole_batch(shape):
     sync.eval()
     plain.eval()
     assert torch.allclose(sync(whole[rows]), plain(whole[rows]), atol=1e-5)
+
+
+def test_timeline_started_and_stopped_while_running(tmp_path):
+    _, r = n_r()
+    # One path for every rank (rank 0 writes it).
+    path = hvd.broadcast_object(str(tmp_path / "timeline.json"), root_rank=0)
+    for mark_cycles in (True, False):
+        hvd.start_timeline(path, mark_cycles=mark_cycles)
+        hvd.allreduce(torch.ones(3), name="api.timeline.tensor")
+        hvd.stop_timeline()
+        hvd.barrier()
+        if r == 0:
+            with open(path) as f:
+                text = f.read()
+            events = json.loads(text)
+            assert events and "api.timeline.tensor" in text
+        hvd.barrier()
+    hvd.stop_timeline()  # nothing running: fine

@@ -185,12 +185,13 @@ constexpr SettingSpec kSettings[] = {
      "Noise level v of the scores: the GP infers its noise variance but "
      "never below (v/10)² of the standardised score variance."},
     {"Autotuning", "HVDTUNE_AUTOTUNE_RETUNE_DROP", "0.15", "0 to below 1",
-     "After freezing, a score this much below the frozen reference counts as "
-     "degraded; 0 never re-tunes. Also the drop from a stored score that "
-     "makes a job re-tune instead of trusting the store."},
+     "The smallest drop worth re-tuning for: after freezing, drops are "
+     "measured in the frozen samples' spread, taken as at least a third of "
+     "this; 0 never re-tunes. Also the drop from a stored score that makes "
+     "a job re-tune instead of trusting the store."},
     {"Autotuning", "HVDTUNE_AUTOTUNE_RETUNE_WINDOWS", "3", "1 – 100000",
-     "Consecutive degraded samples that re-open tuning around the "
-     "incumbent."},
+     "Samples after which a lasting drop of 4 spreads or more re-opens "
+     "tuning around the incumbent (the CUSUM threshold is 3 x (this - 1))."},
     {"Autotuning", "HVDTUNE_AUTOTUNE_SEED", "1", "0 – 2^63-1",
      "Seed of the optimizer: runs are reproducible for a given sequence of "
      "scores."},

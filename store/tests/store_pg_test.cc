@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -232,6 +234,82 @@ TEST_F(StorePgTest, LeastPrivilegeRolesDoWhatTheDocsSay) {
   EXPECT_THROW(r.PutFingerprint("hardware", TestHardware(8)), StoreError);
 }
 
+// Every SQL query of the fleet dashboard (dashboard/hvdtune_fleet.json)
+// runs, as the documented read-only role, against a store that jobs wrote,
+// and returns rows; the gain over the default is what the samples say.
+TEST_F(StorePgTest, FleetDashboardQueriesRunAsTheReaderRole) {
+  const std::string uri = where_.Fresh();
+  const std::string db = uri.substr(uri.rfind('/') + 1);
+  {
+    Store s({uri});
+    const auto hw = s.PutFingerprint("hardware", TestHardware());
+    const auto model = s.PutFingerprint("model", testing::TestModel());
+    const double now = 1.7e9;
+    const auto run = s.BeginRun(hw, model, "0.1.0", "fresh", now);
+    Sample warm1 = MakeSample(1, 1e9), warm2 = MakeSample(2, 1e9);
+    warm1.phase = warm2.phase = "warmup";
+    Sample best = MakeSample(3, 2e9);
+    best.phase = "frozen";
+    s.AddSamples(run, {warm1, warm2, MakeSample(3, 1.5e9), best});
+    s.SetBest(hw, model, {best.values, 2e9, run, now + 10});
+    s.EndRun(run, "completed", now + 20);
+    const auto second = s.BeginRun(hw, model, "0.1.0", "store", now + 30);
+    Sample confirm = best;  // a warm start's warm-up runs the stored best
+    confirm.phase = "warmup";
+    s.AddSamples(second, {confirm, best});
+    s.EndRun(second, "completed", now + 40);
+  }
+  const std::string reader = "dash_" + db;
+  where_.Exec(uri, "CREATE ROLE " + reader + " LOGIN PASSWORD 'dash-pw';" +
+                       "GRANT CONNECT ON DATABASE " + db + " TO " + reader +
+                       ";" + "GRANT USAGE ON SCHEMA public TO " + reader + ";" +
+                       "GRANT SELECT ON ALL TABLES IN SCHEMA public TO " +
+                       reader);
+  std::ifstream in(std::string(HVDTUNE_SOURCE_DIR) +
+                   "/dashboard/hvdtune_fleet.json");
+  const nlohmann::json dash = nlohmann::json::parse(in);
+  PGconn* c = PQconnectdb(server_->Uri(db, reader, "dash-pw").c_str());
+  ASSERT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
+  int queries = 0;
+  for (const auto& panel : dash.at("panels")) {
+    EXPECT_EQ(panel.at("datasource").at("type"),
+              "grafana-postgresql-datasource");
+    for (const auto& target : panel.at("targets")) {
+      std::string sql = target.at("rawSql");
+      // Grafana's macros, as it expands them for a range of all time.
+      for (const auto& [macro, value] :
+           {std::pair{"$__unixEpochFrom()", "0"},
+            std::pair{"$__unixEpochTo()", "4102444800"}}) {
+        for (auto at = sql.find(macro); at != std::string::npos;
+             at = sql.find(macro)) {
+          sql.replace(at, std::string(macro).size(), value);
+        }
+      }
+      ASSERT_EQ(sql.find("$__"), std::string::npos) << sql;
+      PGresult* r = PQexec(c, sql.c_str());
+      ++queries;
+      EXPECT_EQ(PQresultStatus(r), PGRES_TUPLES_OK)
+          << panel.at("title") << ": " << PQerrorMessage(c);
+      EXPECT_GE(PQntuples(r), 1) << panel.at("title");
+      const int gain = PQfnumber(r, "gain");
+      if (gain >= 0 && PQntuples(r) > 0) {
+        EXPECT_DOUBLE_EQ(std::stod(PQgetvalue(r, 0, gain)), 1.0);
+        const std::string config =
+            PQgetvalue(r, 0, PQfnumber(r, "best_configuration"));
+        EXPECT_NE(config.find("allreduce_algorithm=ring"), std::string::npos)
+            << config;
+      }
+      const int samples = PQfnumber(r, "samples");
+      if (std::string(panel.at("title")) == "Store contents") {
+        EXPECT_EQ(std::string(PQgetvalue(r, 0, samples)), "6");
+      }
+      PQclear(r);
+    }
+  }
+  PQfinish(c);
+  EXPECT_EQ(queries, 5);
+}
+
 // The writer thread across an outage: the server killed mid-job and
 // restarted; then killed for good. Each outage warns once, naming the
 // server and never the password; every write is written or dropped, and
@@ -330,6 +408,63 @@ TEST_F(StorePgTest, WriterReconnectsAfterAKillAndCountsWhatItDrops) {
   server_->Start();
   Store s({uri});
   EXPECT_EQ(s.RunSamples(run).size(), 500u);
+}
+
+// A server that stops answering (SIGSTOP: what a network partition looks
+// like to the client, the connection neither closes nor answers) and comes
+// back: the writer gives up on the silent connection after the timeout,
+// warns once, queues, and writes everything once the server answers again.
+TEST_F(StorePgTest, WriterSurvivesAServerThatStopsAnsweringAndComesBack) {
+  const std::string uri = where_.Fresh() + "?connect_timeout=2";
+  std::int64_t run = 0;
+  {
+    Store s({uri});
+    run = s.BeginRun(s.PutFingerprint("hardware", TestHardware()),
+                     s.PutFingerprint("model", testing::TestModel()), "0.1.0",
+                     "fresh", 1);
+  }
+  struct Resume {  // the shared server answers again whatever happens here
+    PgServer* server;
+    ~Resume() { server->Resume(); }
+  } resume{server_};
+  StoreOptions options{uri};
+  options.server_timeout_ms = 500;
+  std::atomic<int> warnings{0};
+  WriterOptions reconnect;
+  reconnect.open = [options] { return std::make_unique<Store>(options); };
+  reconnect.first_delay_seconds = 0.05;
+  reconnect.max_delay_seconds = 0.2;
+  Writer writer(
+      std::make_unique<Store>(options), 100000,
+      [&](const std::string& w) {
+        ++warnings;
+        EXPECT_NE(w.find("postgresql://postgres@"), std::string::npos) << w;
+      },
+      reconnect);
+  for (int i = 0; i < 300; ++i) {
+    if (i == 100) {
+      while (writer.written() < 50) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      server_->Pause();
+    }
+    writer.Push([run, i](Store& s) { s.AddSamples(run, {MakeSample(i, i)}); });
+  }
+  const auto paused = std::chrono::steady_clock::now();
+  while (warnings.load() == 0 &&
+         std::chrono::steady_clock::now() - paused < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(warnings.load(), 1) << "the silent server was not noticed";
+  server_->Resume();
+  writer.Finish(30);
+  EXPECT_EQ(writer.written(), 300u);
+  EXPECT_EQ(writer.dropped(), 0u);
+  EXPECT_EQ(warnings.load(), 1);
+  Store s({uri});
+  std::set<int> present;
+  for (const Sample& x : s.RunSamples(run)) present.insert(x.index);
+  EXPECT_EQ(present.size(), 300u) << "rows lost across the partition";
 }
 
 }  // namespace

@@ -254,12 +254,27 @@ TEST(WarmStartTest, BadStoreFilesNeverStopAJob) {
   }
 }
 
-// Rank 0's server for the PostgreSQL cases (null where none can run).
+// Rank 0's server for the PostgreSQL cases, started by the first of them
+// (so that it does not share the cores with the SQLite cases' jobs); null
+// where none can run.
+std::unique_ptr<store::testing::PgServer> pg_server_owner;
 store::testing::PgServer* pg_server = nullptr;
 
 // Rank 0 makes a database; every rank gets its URI ("" = skip).
 std::string SharedDatabase(const std::string& name) {
   char buf[512] = {};
+  static bool tried = false;
+  if (IsRoot() && !tried) {
+    tried = true;
+    if (store::testing::PgServer::MissingReason().empty()) {
+      try {
+        pg_server_owner = std::make_unique<store::testing::PgServer>();
+        pg_server = pg_server_owner.get();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "no PostgreSQL server: %s\n", e.what());
+      }
+    }
+  }
   if (IsRoot() && pg_server) {
     pg_server->CreateDatabase(name).copy(buf, sizeof buf - 1);
   }
@@ -270,8 +285,14 @@ std::string SharedDatabase(const std::string& name) {
 TEST(WarmStartPgTest, SecondJobStartsFromTheFirstJobsBestThroughTheServer) {
   const std::string uri = SharedDatabase("warm");
   if (uri.empty()) GTEST_SKIP() << store::testing::PgServer::MissingReason();
-  const JobResult first = RunJob(TuneEnv(uri));
-  const JobResult second = RunJob(TuneEnv(uri));
+  // What is tested is the way through the server, not the confirmation
+  // rule: on a loaded machine (the server's processes share its cores) the
+  // confirmation may score far below the stored median, so only a drop of
+  // more than 99% re-tunes here.
+  auto env = TuneEnv(uri);
+  env["HVDTUNE_AUTOTUNE_RETUNE_DROP"] = "0.99";
+  const JobResult first = RunJob(env);
+  const JobResult second = RunJob(env);
   if (!IsRoot()) return;
   ASSERT_EQ(first.status.phase, AutotunePhase::kFrozen);
   EXPECT_EQ(first.status.source, "fresh");
@@ -330,18 +351,9 @@ int main(int argc, char** argv) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
   }
-  // Rank 0 runs a PostgreSQL server for the whole job where it can.
-  std::unique_ptr<hvdtune::store::testing::PgServer> server;
-  if (rank == 0 && hvdtune::store::testing::PgServer::MissingReason().empty()) {
-    try {
-      server = std::make_unique<hvdtune::store::testing::PgServer>();
-      hvdtune::pg_server = server.get();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "no PostgreSQL server: %s\n", e.what());
-    }
-  }
   const int rc = RUN_ALL_TESTS();
-  server.reset();
+  hvdtune::pg_server = nullptr;
+  hvdtune::pg_server_owner.reset();
   int worst = rc;
   MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();

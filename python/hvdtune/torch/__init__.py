@@ -23,7 +23,7 @@ from hvdtune.torch.functions import (
     grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
     grouped_reducescatter_async, join, poll, reducescatter,
     reducescatter_async, remove_process_set, sparse_allreduce_async,
-    synchronize)
+    start_timeline, stop_timeline, synchronize)
 from hvdtune.torch.optimizer import DistributedOptimizer
 from hvdtune.torch.sync_batch_norm import SyncBatchNorm
 

@@ -897,7 +897,38 @@ def join(device=-1):
     signature (CPU only)."""
     h = _core.join_async()
     h.wait()
+    _align_auto_names()
     return h.last_joined_rank
+
+
+_joins = [0]
+
+
+def _align_auto_names():
+    """Ranks that joined early issued fewer unnamed collectives than the
+    others, so their numbering (allgather.noname.N, ...) fell behind; every
+    rank passes join() together, so there each kind's number moves to the
+    highest any rank reached, and unnamed collectives match again."""
+    _joins[0] += 1
+    counters = allgather_object(dict(hvdtune._counters),
+                                name="join.auto_names.%d" % _joins[0])
+    for kind in set().union(*counters):
+        hvdtune._counters[kind] = max(c.get(kind, 0) for c in counters)
+
+
+# -- timeline --------------------------------------------------------------
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing Horovod's timeline (a Chrome trace; rank 0 writes) to
+    `file_path`, closing one being written. Every rank calls it.
+    HOROVOD_TIMELINE=DYNAMIC starts none at init, as in Horovod."""
+    _core.start_timeline(str(file_path), bool(mark_cycles))
+
+
+def stop_timeline():
+    """Stops and closes the timeline being written (if any)."""
+    _core.stop_timeline()
 
 
 # -- handles ---------------------------------------------------------------

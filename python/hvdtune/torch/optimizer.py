@@ -26,8 +26,6 @@ class _DistributedOptimizer:
                  num_groups, groups, sparse_as_dense, process_set):
         super().__init__(params)
         self._process_set = process_set
-        # A rank outside the set trains on its own (as in Horovod).
-        self._distributed = process_set.included() and process_set.size() > 1
         self._compression = compression
         self._op = op
         self._predivide = float(gradient_predivide_factor)
@@ -46,6 +44,8 @@ class _DistributedOptimizer:
         self._synchronized = False
         self._should_synchronize = True
         self._setup_groups(num_groups, groups)
+        # A rank outside the set trains on its own (as in Horovod).
+        self._distributed = process_set.included() and process_set.size() > 1
         if self._distributed:
             self._register_hooks()
 
