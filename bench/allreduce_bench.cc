@@ -1,5 +1,8 @@
 // allreduce_bench: hvdtune's allreduce beside raw MPI_Allreduce, in the
 // style of nccl-tests (size, count, time, algbw, busbw = algbw * 2(n-1)/n).
+// With --collective reducescatter: hvdtune's reducescatter beside raw
+// MPI_Reduce_scatter_block (busbw = algbw * (n-1)/n, size = the whole
+// input, as nccl-tests counts it).
 //
 // Both run on the same input and output buffers in the same process, and
 // their timed loops alternate in a rotating order per size and repeat so that
@@ -43,6 +46,8 @@ struct Options {
   std::int64_t warmup = 2;
   std::int64_t repeats = 5;
   std::string dtype = "float32";
+  /// allreduce or reducescatter.
+  std::string collective = "allreduce";
   std::vector<std::string> algorithms = {"native"};
   bool json = false;
   /// Also time the floor of any runtime that agrees on what is ready before
@@ -115,9 +120,24 @@ struct Row {
   double busbw_gbps;
 };
 
-Row MakeRow(std::int64_t bytes, double seconds, int ranks) {
+// Bus bandwidth factor (nccl-tests): 2(n-1)/n for allreduce, (n-1)/n for
+// reducescatter.
+Row MakeRow(std::int64_t bytes, double seconds, int ranks, double factor = 2) {
   const double algbw = static_cast<double>(bytes) / seconds / 1e9;
-  return {seconds * 1e6, algbw, algbw * 2.0 * (ranks - 1) / ranks};
+  return {seconds * 1e6, algbw, algbw * factor * (ranks - 1) / ranks};
+}
+
+// Reducescatter: rank `rank`'s block of `block` elements of the sum.
+template <typename T>
+bool CheckShare(const void* data, std::int64_t block, int rank, int size) {
+  const T* p = static_cast<const T*>(data);
+  for (const std::int64_t k : {std::int64_t{0}, block / 2, block - 1}) {
+    const std::int64_t i = rank * block + k;
+    const T want =
+        static_cast<T>(size * (size + 1) / 2 + size * static_cast<int>(i % 7));
+    if (p[k] != want) return false;
+  }
+  return true;
 }
 
 class Bench {
@@ -143,7 +163,10 @@ class Bench {
     for (std::int64_t b = opt.min_bytes; b <= opt.max_bytes;
          b *= opt.step_factor) {
       Measurement m;
-      m.bytes = b - b % static_cast<std::int64_t>(DataTypeSize(dtype));
+      // Reducescatter: whole blocks of whole elements per rank.
+      const std::int64_t unit = static_cast<std::int64_t>(DataTypeSize(dtype)) *
+                                (scatter() ? size : 1);
+      m.bytes = b - b % unit;
       m.count = m.bytes / static_cast<std::int64_t>(DataTypeSize(dtype));
       m.hvd_seconds.resize(opt.algorithms.size());
       sizes_.push_back(std::move(m));
@@ -192,6 +215,9 @@ class Bench {
     }
   }
 
+  bool scatter() const { return opt_.collective == "reducescatter"; }
+  double factor() const { return scatter() ? 1.0 : 2.0; }
+
  private:
   struct FreeDeleter {
     void operator()(std::uint8_t* p) const { std::free(p); }
@@ -203,8 +229,14 @@ class Bench {
 
   double TimeRaw(const Measurement& m, std::int64_t iters, bool verify) {
     const auto raw = [&] {
-      MPI_Allreduce(input_.get(), output_.get(), static_cast<int>(m.count),
-                    mpi_type_, MPI_SUM, MPI_COMM_WORLD);
+      if (scatter()) {
+        MPI_Reduce_scatter_block(input_.get(), output_.get(),
+                                 static_cast<int>(m.count / size_), mpi_type_,
+                                 MPI_SUM, MPI_COMM_WORLD);
+      } else {
+        MPI_Allreduce(input_.get(), output_.get(), static_cast<int>(m.count),
+                      mpi_type_, MPI_SUM, MPI_COMM_WORLD);
+      }
     };
     if (verify) Verify(m, raw, "mpi_raw");
     for (std::int64_t i = 0; i < opt_.warmup; ++i) raw();
@@ -246,6 +278,16 @@ class Bench {
     const std::vector<std::int64_t> shape = {m.count};
     const std::string name = IndexedName("allreduce_bench.", m.bytes);
     const auto hvd = [&] {
+      if (scatter()) {
+        // The result is the handle's; the check reads it from output_.
+        Handle h = runtime.Reducescatter(name, input_.get(), shape, dtype_,
+                                         ReduceOp::kSum);
+        WaitOk(h, name);
+        if (checking_ && !h.output().empty()) {
+          std::memcpy(output_.get(), h.output().data(), h.output().size());
+        }
+        return;
+      }
       WaitOk(runtime.Allreduce(name, input_.get(), output_.get(), shape, dtype_,
                                ReduceOp::kSum),
              name);
@@ -268,9 +310,13 @@ class Bench {
   void Verify(const Measurement& m, const Op& op, const std::string& who) {
     if (m.count == 0) return;
     std::memset(output_.get(), 0, static_cast<std::size_t>(m.bytes));
+    checking_ = true;
     op();
+    checking_ = false;
     const bool ok = DispatchDtype(dtype_, [&]<typename T>(T) {
-      return CheckSum<T>(output_.get(), m.count, size_);
+      return scatter()
+                 ? CheckShare<T>(output_.get(), m.count / size_, rank_, size_)
+                 : CheckSum<T>(output_.get(), m.count, size_);
     });
     if (!ok) {
       throw std::runtime_error(who + " returned a wrong sum at " +
@@ -296,7 +342,7 @@ class Bench {
 
   void PrintJsonRow(std::string_view algorithm, std::int64_t bytes,
                     double seconds) const {
-    const Row row = MakeRow(bytes, seconds, size_);
+    const Row row = MakeRow(bytes, seconds, size_, factor());
     std::cout << JsonLine({{"algorithm", algorithm},
                            {"bytes", bytes},
                            {"time_us", row.time_us},
@@ -307,13 +353,15 @@ class Bench {
 
   void PrintTable() const {
     fmt::print(
-        "# allreduce_bench: {} ranks, {}, sum, median of {} repeats, iters {}, "
-        "warmup {}\n",
-        size_, opt_.dtype, opt_.repeats,
+        "# allreduce_bench: {} {} ranks, {}, sum, median of {} repeats, iters "
+        "{}, warmup {}\n",
+        opt_.collective, size_, opt_.dtype, opt_.repeats,
         opt_.iters > 0 ? std::to_string(opt_.iters)
                        : "auto (~64 MiB per loop, 3..100)",
         opt_.warmup);
-    fmt::print("# busbw = algbw * 2(n-1)/n; ratio = busbw / mpi_raw busbw\n");
+    fmt::print("# busbw = algbw * {}(n-1)/n; ratio = busbw / {} busbw\n",
+               scatter() ? "" : "2",
+               scatter() ? "MPI_Reduce_scatter_block" : "mpi_raw");
     // Implementation names sit above their columns, 6 or 7 from the right.
     fmt::print("{:12} {:12} {:8}  {:>23}      ", "", "", "", "mpi_raw");
     for (const std::string& a : opt_.algorithms) {
@@ -332,12 +380,13 @@ class Bench {
     fmt::print("\n");
     std::vector<std::vector<double>> big_ratios(opt_.algorithms.size());
     for (const Measurement& m : sizes_) {
-      const Row raw = MakeRow(m.bytes, Median(m.raw_seconds), size_);
+      const Row raw = MakeRow(m.bytes, Median(m.raw_seconds), size_, factor());
       fmt::print("{:12} {:12} {:>8}  {:10.1f} {:9.3f} {:8.3f}", m.bytes,
                  m.count, opt_.dtype, raw.time_us, raw.algbw_gbps,
                  raw.busbw_gbps);
       for (std::size_t a = 0; a < opt_.algorithms.size(); ++a) {
-        const Row hvd = MakeRow(m.bytes, Median(m.hvd_seconds[a]), size_);
+        const Row hvd =
+            MakeRow(m.bytes, Median(m.hvd_seconds[a]), size_, factor());
         const double ratio = hvd.busbw_gbps / raw.busbw_gbps;
         if (m.bytes >= (std::int64_t{16} << 20)) big_ratios[a].push_back(ratio);
         fmt::print("  {:10.1f} {:9.3f} {:8.3f} {:6.3f}", hvd.time_us,
@@ -346,7 +395,7 @@ class Bench {
       for (const std::vector<double>* floor :
            {&m.floor_seconds, &m.thread_floor_seconds}) {
         if (floor->empty()) continue;
-        const Row f = MakeRow(m.bytes, Median(*floor), size_);
+        const Row f = MakeRow(m.bytes, Median(*floor), size_, factor());
         fmt::print("  {:10.1f} {:9.3f} {:8.3f} {:6.3f}", f.time_us,
                    f.algbw_gbps, f.busbw_gbps, f.busbw_gbps / raw.busbw_gbps);
       }
@@ -383,6 +432,7 @@ class Bench {
   std::unique_ptr<std::uint8_t, FreeDeleter> input_;
   std::unique_ptr<std::uint8_t, FreeDeleter> output_;
   std::vector<Measurement> sizes_;
+  bool checking_ = false;
   // The floors' negotiation message, sized once.
   std::vector<std::uint64_t> bits_ = std::vector<std::uint64_t>(
       1 +
@@ -435,9 +485,19 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                "also time that floor on a second thread that each call is "
                "handed to and waited for (condition variables both ways): "
                "the floor of a runtime with a background thread");
+  app.add_option("--collective", opt.collective,
+                 "allreduce (beside MPI_Allreduce) or reducescatter (beside "
+                 "MPI_Reduce_scatter_block; size = the whole input)")
+      ->check(CLI::IsMember({"allreduce", "reducescatter"}));
   app.add_flag("--json", opt.json,
                "print one JSON object per row instead of the table");
   if (!ParseFlags(app, argc, argv, mpi.rank())) return 0;
+  if (opt.collective == "reducescatter" &&
+      (opt.negotiation_floor || opt.thread_floor)) {
+    throw UsageError(
+        "--negotiation-floor and --thread-floor time allreduces: not with "
+        "--collective reducescatter");
+  }
   if (opt.min_bytes > opt.max_bytes) {
     throw UsageError("--min-bytes (" + std::to_string(opt.min_bytes) +
                      ") is larger than --max-bytes (" +

@@ -268,6 +268,133 @@ static void GoodPaths(hvdtune_runtime* rt) {
 
 /* A handle that failed after it was enqueued (shapes differ between ranks):
  * hvdtune_poll() == 1 is enough for its error text. */
+/* Barrier, reducescatter, alltoall, the grouped forms and join: results
+ * and the refusals of what the calling rank can check. */
+static void NewCollectives(hvdtune_runtime* rt) {
+  const int rank = hvdtune_rank(rt), size = hvdtune_size(rt);
+  hvdtune_handle* h;
+  const void* data = NULL;
+  size_t bytes = 0;
+  int64_t shape[2] = {0, 0}, splits[8];
+  int ndim = 0, n = 0, i;
+  CHECK(hvdtune_barrier(rt, &h) == HVDTUNE_OK, "%s", hvdtune_last_error());
+  if (h) Wait(h, "barrier");
+  hvdtune_handle_release(h);
+
+  { /* 2 rows per rank of int32 rows of 2, summed: rank r gets rows 2r, 2r+1
+     */
+    int32_t in[64];
+    const int64_t s2[] = {2 * (int64_t)size, 2};
+    for (i = 0; i < 4 * size; ++i) in[i] = i + rank;
+    CHECK(hvdtune_reducescatter(rt, "c.rs", in, 2, s2, 1, 0, &h) == HVDTUNE_OK,
+          "%s", hvdtune_last_error());
+    if (h && Wait(h, "c.rs") == HVDTUNE_OK) {
+      CHECK(hvdtune_handle_output(h, &data, &bytes, shape, 2, &ndim) ==
+                HVDTUNE_OK,
+            "-");
+      CHECK(ndim == 2 && shape[0] == 2 && shape[1] == 2 && bytes == 16,
+            "reducescatter shape %lld x %lld, %zu bytes", (long long)shape[0],
+            (long long)shape[1], bytes);
+      for (i = 0; i < 4 && bytes == 16; ++i) {
+        const int32_t want = size * (4 * rank + i) + size * (size - 1) / 2;
+        CHECK(((const int32_t*)data)[i] == want, "element %d: %d, want %d", i,
+              ((const int32_t*)data)[i], want);
+      }
+    }
+    hvdtune_handle_release(h);
+    REFUSED(hvdtune_reducescatter(rt, "c.rs", in, 0, NULL, 1, 0, &h),
+            "at least one dimension");
+    REFUSED(hvdtune_reducescatter(rt, "c.rs", in, 1, s2, 9, 0, &h), "bool");
+    REFUSED(hvdtune_reducescatter(rt, "c.rs", in, 1, s2, 1, 5, &h), "op 5");
+  }
+
+  { /* Alltoall: rank s sends s + 1 rows of one int64 to every rank. */
+    int64_t in[64];
+    const int64_t s1[] = {(int64_t)(rank + 1) * size};
+    for (i = 0; i < size; ++i) splits[i] = rank + 1;
+    for (i = 0; i < (rank + 1) * size; ++i) in[i] = rank;
+    CHECK(hvdtune_alltoall(rt, "c.a2a", in, 1, s1, 2, splits, size, &h) ==
+              HVDTUNE_OK,
+          "%s", hvdtune_last_error());
+    if (h && Wait(h, "c.a2a") == HVDTUNE_OK) {
+      int64_t got[8];
+      CHECK(hvdtune_handle_received_splits(h, got, 8, &n) == HVDTUNE_OK, "-");
+      CHECK(n == size, "%d received splits", n);
+      for (i = 0; i < n && i < 8; ++i) {
+        CHECK(got[i] == i + 1, "from rank %d: %lld rows", i, (long long)got[i]);
+      }
+      CHECK(hvdtune_handle_output(h, &data, &bytes, shape, 1, &ndim) ==
+                HVDTUNE_OK,
+            "-");
+      CHECK(bytes == (size_t)(size * (size + 1) / 2) * 8, "%zu bytes", bytes);
+    }
+    hvdtune_handle_release(h);
+    REFUSED(hvdtune_alltoall(rt, "c.a2a", in, 1, s1, 2, NULL, 3, &h),
+            "null splits");
+    splits[0] += 1;
+    REFUSED(hvdtune_alltoall(rt, "c.a2a", in, 1, s1, 2, splits, size, &h),
+            "add up");
+  }
+
+  { /* Grouped allgather and reducescatter of two members. */
+    const char* names[] = {"c.g.a", "c.g.b"};
+    float a[4] = {1, 1, 1, 1}, b[2] = {2, 2};
+    const void* inputs[] = {a, b};
+    const int ndims[] = {1, 1}, dtypes[] = {5, 5};
+    const int64_t sa[] = {4}, sb[] = {2};
+    const int64_t* shapes[] = {sa, sb};
+    CHECK(hvdtune_grouped_allgather(rt, "c.gag", 2, names, inputs, ndims,
+                                    shapes, dtypes, &h) == HVDTUNE_OK,
+          "%s", hvdtune_last_error());
+    if (h && Wait(h, "c.gag") == HVDTUNE_OK) {
+      CHECK(hvdtune_handle_output_at(h, 1, &data, &bytes, shape, 1, &ndim) ==
+                    HVDTUNE_OK &&
+                shape[0] == 2 * size,
+            "member 1 has %lld rows", (long long)shape[0]);
+      CHECK(hvdtune_handle_output_at(h, 2, &data, &bytes, shape, 1, &ndim) ==
+                HVDTUNE_INVALID_ARGUMENT,
+            "member 2 of 2");
+    }
+    hvdtune_handle_release(h);
+    CHECK(hvdtune_grouped_reducescatter(rt, "c.grs", 2, names, inputs, ndims,
+                                        shapes, dtypes, 0, &h) == HVDTUNE_OK,
+          "%s", hvdtune_last_error());
+    if (h && Wait(h, "c.grs") == HVDTUNE_OK) {
+      CHECK(hvdtune_handle_output_at(h, 0, &data, &bytes, shape, 1, &ndim) ==
+                HVDTUNE_OK,
+            "-");
+      CHECK(bytes == 0 || ((const float*)data)[0] == (float)size,
+            "grouped reducescatter sum %g",
+            bytes ? ((const float*)data)[0] : 0);
+    }
+    hvdtune_handle_release(h);
+    REFUSED(hvdtune_grouped_allgather(rt, "c.gag", 0, names, inputs, ndims,
+                                      shapes, dtypes, &h),
+            "no tensors");
+    REFUSED(hvdtune_grouped_allgather(rt, "c.gag", 2, names, NULL, ndims,
+                                      shapes, dtypes, &h),
+            "null member array");
+    names[1] = "c.g.a";
+    REFUSED(hvdtune_grouped_allgather(rt, "c.gag", 2, names, inputs, ndims,
+                                      shapes, dtypes, &h),
+            "appears twice");
+  }
+
+  CHECK(hvdtune_join(rt, &h) == HVDTUNE_OK, "%s", hvdtune_last_error());
+  if (h && Wait(h, "join") == HVDTUNE_OK) {
+    const int last = hvdtune_handle_last_joined_rank(h);
+    CHECK(last >= 0 && last < size, "last joined rank %d", last);
+  }
+  hvdtune_handle_release(h);
+  CHECK(hvdtune_handle_last_joined_rank(NULL) == -1, "-");
+  CHECK(hvdtune_start_timeline(rt, "", 0) == HVDTUNE_INVALID_ARGUMENT &&
+            strstr(hvdtune_last_error(), "empty") != NULL,
+        "empty timeline path: %s", hvdtune_last_error());
+  CHECK(hvdtune_start_timeline(rt, NULL, 0) == HVDTUNE_INVALID_ARGUMENT, "-");
+  CHECK(hvdtune_stop_timeline(rt) == HVDTUNE_OK, "no timeline to stop");
+  CHECK(hvdtune_stop_timeline(NULL) == HVDTUNE_INVALID_ARGUMENT, "-");
+}
+
 static void ErrorTextAfterPoll(hvdtune_runtime* rt) {
   const int rank = hvdtune_rank(rt);
   int64_t in[2] = {1, 1}, out[2];
@@ -303,8 +430,13 @@ static void Shutdown(hvdtune_runtime* rt) {
               HVDTUNE_OK,
           "-");
   }
+  CHECK(hvdtune_running(rt) == 1 && hvdtune_is_shut_down(rt) == 0,
+        "before shutdown");
   CHECK(hvdtune_shutdown(rt) == HVDTUNE_OK, "-");
   CHECK(hvdtune_shutdown(rt) == HVDTUNE_OK, "idempotent");
+  CHECK(hvdtune_running(rt) == 0 && hvdtune_is_shut_down(rt) == 1,
+        "after shutdown");
+  CHECK(hvdtune_running(NULL) == -1 && hvdtune_is_shut_down(NULL) == -1, "-");
   if (lonely) {
     while (hvdtune_poll(lonely) == 0) {
     }
@@ -474,6 +606,7 @@ int main(int argc, char** argv) {
   AllgatherArguments(rt);
   RefusedCallEnqueuesNothing(rt);
   GoodPaths(rt);
+  NewCollectives(rt);
   ErrorTextAfterPoll(rt);
   HostileSweep(rt, iterations);
   Shutdown(rt);

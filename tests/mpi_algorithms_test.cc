@@ -392,6 +392,93 @@ INSTANTIATE_TEST_SUITE_P(
              "_rpn" + std::get<2>(info.param);
     });
 
+// Reducescatter whatever the knobs: each algorithm (reducescatter has one
+// path, the knob must not matter), fusion off and on, the cache off and on,
+// a long and a short cycle; the second round goes through the cache.
+using ScatterConfig =
+    std::tuple<std::string, std::string, std::string, std::string>;
+
+class ReducescatterKnobsTest : public ::testing::TestWithParam<ScatterConfig> {
+};
+
+TEST_P(ReducescatterKnobsTest, SharesMatchTheReference) {
+  const auto [algorithm, fusion, cache, cycle] = GetParam();
+  Runtime rt(RuntimeOptions{MapEnv({{"HVDTUNE_ALLREDUCE_ALGORITHM", algorithm},
+                                    {"HOROVOD_FUSION_THRESHOLD", fusion},
+                                    {"HOROVOD_CACHE_CAPACITY", cache},
+                                    {"HOROVOD_CYCLE_TIME", cycle}})});
+  constexpr std::int64_t kCols = 3;
+  for (int round = 0; round < 2; ++round) {
+    struct Item {
+      DataType dtype;
+      ReduceOp op;
+      std::int64_t rows;
+      std::vector<std::uint8_t> in, ar_out;
+      Handle rs, ar;
+    };
+    std::vector<Item> items;
+    for (DataType dtype : {DataType::kFloat32, DataType::kFloat16,
+                           DataType::kInt8, DataType::kInt64}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage,
+                          ReduceOp::kProduct, ReduceOp::kMax}) {
+        for (std::int64_t rows : {3, 1001}) {
+          Item it{dtype, op, rows, {}, {}, {}, {}};
+          it.in.resize(static_cast<std::size_t>(rows * kCols) *
+                       DataTypeSize(dtype));
+          it.ar_out.resize(it.in.size());
+          FillInput(dtype, it.in.data(), rows * kCols, rt.rank(), op);
+          items.push_back(std::move(it));
+        }
+      }
+    }
+    // Reducescatters and allreduces interleaved, all in flight at once.
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      Item& it = items[i];
+      const std::int64_t shape[] = {it.rows, kCols};
+      it.rs = rt.Reducescatter("rsk." + std::to_string(i), it.in.data(), shape,
+                               it.dtype, it.op);
+      it.ar = rt.Allreduce("ark." + std::to_string(i), it.in.data(),
+                           it.ar_out.data(), shape, it.dtype, it.op);
+    }
+    for (Item& it : items) {
+      SCOPED_TRACE(std::string(DataTypeName(it.dtype)) + " " +
+                   std::string(ReduceOpName(it.op)) + " rows " +
+                   std::to_string(it.rows) + " round " + std::to_string(round));
+      const Status s = it.rs.Wait();
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      ASSERT_TRUE(it.ar.Wait().ok());
+      EXPECT_EQ(CountWrongShare(it.dtype, it.op, rt, it.rows, kCols, it.rs, 0),
+                0);
+      EXPECT_EQ(CountWrong(it.dtype, it.op, rt.size(), it.ar_out.data(),
+                           it.rows * kCols),
+                0);
+    }
+  }
+}
+
+std::vector<ScatterConfig> ScatterConfigs() {
+  std::vector<ScatterConfig> out;
+  for (const std::string& a : RegisteredAlgorithms()) {
+    out.emplace_back(a, "67108864", "1024", "1");
+  }
+  out.emplace_back("native", "0", "0", "0.2");
+  out.emplace_back("ring", "4096", "1024", "20");
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, ReducescatterKnobsTest, ::testing::ValuesIn(ScatterConfigs()),
+    [](const ::testing::TestParamInfo<ScatterConfig>& info) {
+      std::string name = std::get<0>(info.param) + "_fusion" +
+                         std::get<1>(info.param) + "_cache" +
+                         std::get<2>(info.param) + "_cycle" +
+                         std::get<3>(info.param);
+      for (char& c : name) {
+        if (c == '.') c = 'p';
+      }
+      return name;
+    });
+
 // The algorithm knob switched about every cycle by rank 0 while a long mixed
 // stream of tensors flows: every result stays exact (the inputs sum exactly,
 // so any algorithm gives the same bits).

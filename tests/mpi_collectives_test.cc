@@ -2,6 +2,7 @@
 // shared runtime, under 1 to 4 ranks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -167,6 +168,362 @@ TEST(IntegerOps, ProductAndAverageOfInt8AndInt16) {
       ASSERT_TRUE(s.ok()) << s.ToString();
       EXPECT_EQ(CountWrong(dtype, op, rt.size(), out.data(), 10), 0);
     }
+  }
+}
+
+}  // namespace
+}  // namespace hvdtune
+
+namespace hvdtune {
+namespace {
+
+using namespace testing_util;
+
+// Every rank leaves only after the last one arrived; repeated barriers (the
+// second and third through the response cache) keep that.
+TEST(Barrier, NoRankLeavesBeforeTheLastArrives) {
+  Runtime& rt = SharedRuntime();
+  for (int round = 0; round < 3; ++round) {
+    // The last rank arrives late.
+    if (rt.rank() == rt.size() - 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    const double arrived =
+        std::chrono::duration<double>(
+            std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+    const Status s = rt.Barrier().Wait();
+    const double left = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    std::vector<double> arrivals(static_cast<std::size_t>(rt.size()));
+    MPI_Allgather(&arrived, 1, MPI_DOUBLE, arrivals.data(), 1, MPI_DOUBLE,
+                  MPI_COMM_WORLD);
+    EXPECT_GE(left, *std::max_element(arrivals.begin(), arrivals.end()))
+        << "round " << round;
+  }
+}
+
+class ReducescatterTest
+    : public ::testing::TestWithParam<std::tuple<DataType, ReduceOp>> {};
+
+// Row counts below, at and above the rank count, not divisible by it, and
+// none; all enqueued at once so that they fuse.
+TEST_P(ReducescatterTest, EachRankGetsItsRowsOfTheReduction) {
+  const auto [dtype, op] = GetParam();
+  Runtime& rt = SharedRuntime();
+  constexpr std::int64_t kCols = 5;
+  const std::int64_t row_counts[] = {0, 1, 3, 4, 7, 1001};
+  std::vector<std::vector<std::uint8_t>> in;
+  std::vector<Handle> handles;
+  for (std::int64_t rows : row_counts) {
+    in.emplace_back(static_cast<std::size_t>(rows * kCols) *
+                    DataTypeSize(dtype));
+    FillInput(dtype, in.back().data(), rows * kCols, rt.rank(), op);
+    const std::int64_t shape[] = {rows, kCols};
+    handles.push_back(rt.Reducescatter(
+        "rs." + std::string(DataTypeName(dtype)) + "." +
+            std::string(ReduceOpName(op)) + "." + std::to_string(rows),
+        in.back().data(), shape, dtype, op));
+  }
+  for (std::size_t i = 0; i < handles.size(); ++i) {
+    const Status s = handles[i].Wait();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    SCOPED_TRACE("rows " + std::to_string(row_counts[i]));
+    EXPECT_EQ(
+        CountWrongShare(dtype, op, rt, row_counts[i], kCols, handles[i], 0), 0);
+  }
+}
+
+std::string RsName(
+    const ::testing::TestParamInfo<std::tuple<DataType, ReduceOp>>& info) {
+  return std::string(DataTypeName(std::get<0>(info.param))) + "_" +
+         std::string(ReduceOpName(std::get<1>(info.param)));
+}
+
+INSTANTIATE_TEST_SUITE_P(DtypesOps, ReducescatterTest,
+                         ::testing::Combine(::testing::ValuesIn(kDtypes),
+                                            ::testing::ValuesIn(kOps)),
+                         RsName);
+
+TEST(GroupedReducescatter, MembersCompleteTogetherWithTheirOwnShares) {
+  Runtime& rt = SharedRuntime();
+  const std::int64_t rows[] = {5, 0, 2, 64};
+  std::vector<std::vector<float>> in(std::size(rows));
+  std::vector<InputTensor> tensors;
+  for (std::size_t i = 0; i < std::size(rows); ++i) {
+    in[i].resize(static_cast<std::size_t>(rows[i] * 3));
+    FillInput(DataType::kFloat32, in[i].data(), rows[i] * 3, rt.rank());
+    tensors.push_back({"grs." + std::to_string(i),
+                       in[i].data(),
+                       {rows[i], 3},
+                       DataType::kFloat32});
+  }
+  Handle h = rt.GroupedReducescatter("grs", tensors, ReduceOp::kSum);
+  const Status s = h.Wait();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(h.num_outputs(), std::size(rows));
+  for (std::size_t i = 0; i < std::size(rows); ++i) {
+    EXPECT_EQ(CountWrongShare(DataType::kFloat32, ReduceOp::kSum, rt, rows[i],
+                              3, h, i),
+              0)
+        << "member " << i;
+  }
+}
+
+TEST(GroupedReducescatter, OneMismatchedMemberFailsTheGroupOnEveryRank) {
+  Runtime& rt = SharedRuntime();
+  if (rt.size() == 1) GTEST_SKIP() << "a mismatch needs two ranks";
+  std::vector<float> a(8, 1.0f), b(8, 1.0f);
+  const std::int64_t rows_b = rt.rank() == 1 ? 2 : 4;
+  std::vector<InputTensor> tensors = {
+      {"grsbad.a", a.data(), {4, 2}, DataType::kFloat32},
+      {"grsbad.b", b.data(), {rows_b, 2}, DataType::kFloat32}};
+  const Status s =
+      rt.GroupedReducescatter("grsbad", tensors, ReduceOp::kSum).Wait();
+  EXPECT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
+}
+
+TEST(Reducescatter, BadArgumentsFailAtOnce) {
+  Runtime& rt = SharedRuntime();
+  float x = 1;
+  const Status scalar =
+      rt.Reducescatter("rs.scalar", &x, {}, DataType::kFloat32, ReduceOp::kSum)
+          .Wait();
+  EXPECT_EQ(scalar.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(scalar.message().find("at least one dimension"), std::string::npos)
+      << scalar.message();
+  std::uint8_t flags[2] = {1, 0};
+  const std::int64_t shape[] = {2};
+  EXPECT_EQ(
+      rt.Reducescatter("rs.bool", flags, shape, DataType::kBool, ReduceOp::kMax)
+          .Wait()
+          .code(),
+      StatusCode::kInvalidArgument);
+}
+
+class AlltoallTest
+    : public ::testing::TestWithParam<std::tuple<DataType, bool>> {};
+
+// Rank s sends (s + d) % 3 rows to rank d with splits (some none), or
+// two rows to every rank without; the rows arrive in rank order and the
+// received splits say how many came from each rank.
+TEST_P(AlltoallTest, RowsArriveInRankOrder) {
+  const auto [dtype, with_splits] = GetParam();
+  Runtime& rt = SharedRuntime();
+  constexpr std::int64_t kCols = 3;
+  const int size = rt.size(), rank = rt.rank();
+  auto rows_to = [&](int s, int d) -> std::int64_t {
+    return with_splits ? (s + d) % 3 : 2;
+  };
+  const std::size_t esize = DataTypeSize(dtype);
+  auto input_of = [&](int s) {
+    std::int64_t rows = 0;
+    for (int d = 0; d < size; ++d) rows += rows_to(s, d);
+    std::vector<std::uint8_t> buf(static_cast<std::size_t>(rows * kCols) *
+                                  esize);
+    FillInput(dtype, buf.data(), rows * kCols, s + 1);
+    return buf;
+  };
+  const std::vector<std::uint8_t> in = input_of(rank);
+  std::vector<std::int64_t> splits;
+  for (int d = 0; d < size && with_splits; ++d) {
+    splits.push_back(rows_to(rank, d));
+  }
+  const std::int64_t shape[] = {
+      static_cast<std::int64_t>(in.size() / esize / kCols), kCols};
+  Handle h = rt.Alltoall("a2a." + std::string(DataTypeName(dtype)) +
+                             (with_splits ? ".splits" : ".even"),
+                         in.data(), shape, dtype, splits);
+  const Status s = h.Wait();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::vector<std::uint8_t> want;
+  std::vector<std::int64_t> want_splits;
+  std::int64_t want_rows = 0;
+  for (int src = 0; src < size; ++src) {
+    const std::vector<std::uint8_t> theirs = input_of(src);
+    std::int64_t first = 0;
+    for (int d = 0; d < rank; ++d) first += rows_to(src, d);
+    const std::size_t row_bytes = static_cast<std::size_t>(kCols) * esize;
+    want.insert(
+        want.end(),
+        theirs.begin() + static_cast<std::ptrdiff_t>(
+                             static_cast<std::size_t>(first) * row_bytes),
+        theirs.begin() +
+            static_cast<std::ptrdiff_t>(
+                static_cast<std::size_t>(first + rows_to(src, rank)) *
+                row_bytes));
+    want_splits.push_back(rows_to(src, rank));
+    want_rows += rows_to(src, rank);
+  }
+  EXPECT_EQ(h.output(), want);
+  EXPECT_EQ(h.output_shape(), (std::vector<std::int64_t>{want_rows, kCols}));
+  EXPECT_EQ(h.received_splits(), want_splits);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    DtypesSplits, AlltoallTest,
+    ::testing::Combine(::testing::ValuesIn(kAllDtypes), ::testing::Bool()),
+    [](const ::testing::TestParamInfo<std::tuple<DataType, bool>>& info) {
+      return std::string(DataTypeName(std::get<0>(info.param))) +
+             (std::get<1>(info.param) ? "_splits" : "_even");
+    });
+
+TEST(Alltoall, BadSplitsFailAtOnceNamingWhy) {
+  Runtime& rt = SharedRuntime();
+  std::vector<float> x(static_cast<std::size_t>(rt.size() * 2 + 1), 1.0f);
+  const std::int64_t odd[] = {rt.size() * 2 + 1};
+  if (rt.size() > 1) {
+    const Status uneven =
+        rt.Alltoall("a2a.uneven", x.data(), odd, DataType::kFloat32).Wait();
+    EXPECT_EQ(uneven.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(uneven.message().find("divisible"), std::string::npos)
+        << uneven.message();
+  }
+  std::vector<std::int64_t> splits(static_cast<std::size_t>(rt.size()), 1);
+  const Status sum =
+      rt.Alltoall("a2a.sum", x.data(), odd, DataType::kFloat32, splits).Wait();
+  EXPECT_EQ(sum.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(sum.message().find("add up"), std::string::npos) << sum.message();
+  splits.push_back(0);
+  const Status count =
+      rt.Alltoall("a2a.count", x.data(), odd, DataType::kFloat32, splits)
+          .Wait();
+  EXPECT_EQ(count.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(count.message().find("one per rank"), std::string::npos)
+      << count.message();
+}
+
+// Repeated with other splits: the cached negotiation is renegotiated, never
+// reused with the old splits.
+TEST(Alltoall, ChangedSplitsOfACachedNameAreRenegotiated) {
+  Runtime& rt = SharedRuntime();
+  const int size = rt.size();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::int64_t> splits(static_cast<std::size_t>(size), 0);
+    splits[static_cast<std::size_t>((rt.rank() + round) % size)] = 2;
+    std::vector<std::int32_t> in = {rt.rank() * 10 + round,
+                                    rt.rank() * 10 + round};
+    const std::int64_t shape[] = {2};
+    Handle h =
+        rt.Alltoall("a2a.cached", in.data(), shape, DataType::kInt32, splits);
+    ASSERT_TRUE(h.Wait().ok());
+    std::vector<std::int64_t> want(static_cast<std::size_t>(size), 0);
+    std::vector<std::int32_t> want_rows;
+    for (int s = 0; s < size; ++s) {
+      if ((s + round) % size == rt.rank()) {
+        want[static_cast<std::size_t>(s)] = 2;
+        want_rows.push_back(s * 10 + round);
+        want_rows.push_back(s * 10 + round);
+      }
+    }
+    EXPECT_EQ(h.received_splits(), want) << "round " << round;
+    std::vector<std::int32_t> got(h.output().size() / 4);
+    std::memcpy(got.data(), h.output().data(), h.output().size());
+    EXPECT_EQ(got, want_rows) << "round " << round;
+  }
+}
+
+TEST(GroupedAllgather, EachMemberGathersItsOwnRows) {
+  Runtime& rt = SharedRuntime();
+  std::vector<std::vector<std::int16_t>> in(3);
+  std::vector<InputTensor> tensors;
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t rows = (rt.rank() + i) % 3;
+    in[static_cast<std::size_t>(i)].assign(
+        static_cast<std::size_t>(rows * 2),
+        static_cast<std::int16_t>(rt.rank() * 100 + i));
+    tensors.push_back({"gag." + std::to_string(i),
+                       in[static_cast<std::size_t>(i)].data(),
+                       {rows, 2},
+                       DataType::kInt16});
+  }
+  Handle h = rt.GroupedAllgather("gag", tensors);
+  const Status s = h.Wait();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(h.num_outputs(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::int16_t> want;
+    for (int r = 0; r < rt.size(); ++r) {
+      want.insert(want.end(), static_cast<std::size_t>((r + i) % 3 * 2),
+                  static_cast<std::int16_t>(r * 100 + i));
+    }
+    const auto& out = h.output(static_cast<std::size_t>(i));
+    std::vector<std::int16_t> got(out.size() / 2);
+    if (!out.empty()) std::memcpy(got.data(), out.data(), out.size());
+    EXPECT_EQ(got, want) << "member " << i;
+    EXPECT_EQ(h.output_shape(static_cast<std::size_t>(i)),
+              (std::vector<std::int64_t>{
+                  static_cast<std::int64_t>(want.size() / 2), 2}));
+  }
+}
+
+// Rank r runs r + 1 steps of allreduces and then joins: step k completes
+// with the ranks below k joined (their neutral elements change nothing but
+// the average's divisor, which stays size()), a broadcast meanwhile fails
+// and a barrier passes. Rank size - 1 is the last to join, on every rank;
+// afterwards everything is back to normal.
+TEST(Join, JoinedRanksTakePartWithNeutralElements) {
+  Runtime& rt = SharedRuntime();
+  const int size = rt.size(), rank = rt.rank();
+  for (int step = 0; step <= rank; ++step) {
+    for (ReduceOp op : kOps) {
+      for (DataType dtype :
+           {DataType::kFloat32, DataType::kInt32, DataType::kFloat16}) {
+        std::vector<std::uint8_t> in(6 * DataTypeSize(dtype)), out(in.size());
+        FillInput(dtype, in.data(), 6, rank, op);
+        const std::int64_t shape[] = {2, 3};
+        const Status s = rt.Allreduce("join." + std::to_string(step) + "." +
+                                          std::string(ReduceOpName(op)) + "." +
+                                          std::string(DataTypeName(dtype)),
+                                      in.data(), out.data(), shape, dtype, op)
+                             .Wait();
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        // Ranks step..size-1 contribute.
+        for (std::int64_t i = 0; i < 6; ++i) {
+          double want = InputFor(dtype, op, step, i);
+          for (int r = step + 1; r < size; ++r) {
+            const double v = InputFor(dtype, op, r, i);
+            want = op == ReduceOp::kMin       ? std::min(want, v)
+                   : op == ReduceOp::kMax     ? std::max(want, v)
+                   : op == ReduceOp::kProduct ? want * v
+                                              : want + v;
+          }
+          if (op == ReduceOp::kAverage) {
+            want = dtype == DataType::kInt32 ? std::trunc(want / size)
+                                             : want / size;
+          }
+          EXPECT_NEAR(Load(dtype, out.data(), i), want,
+                      std::fabs(want) * AverageTolerance(dtype))
+              << "step " << step << " " << ReduceOpName(op) << " "
+              << DataTypeName(dtype) << " element " << i;
+        }
+      }
+    }
+    if (step > 0) {
+      float b = 1;
+      const std::int64_t one[] = {1};
+      const Status bs = rt.Broadcast("join.bcast." + std::to_string(step), &b,
+                                     one, DataType::kFloat32, size - 1)
+                            .Wait();
+      EXPECT_EQ(bs.code(), StatusCode::kMismatch) << bs.ToString();
+      EXPECT_NE(bs.message().find("joined"), std::string::npos) << bs.message();
+      EXPECT_TRUE(rt.Barrier().Wait().ok());
+    }
+  }
+  Handle join = rt.Join();
+  ASSERT_TRUE(join.Wait().ok());
+  EXPECT_EQ(join.last_joined_rank(), size - 1);
+  // Back to normal: every rank takes part again, through the cache too.
+  for (int round = 0; round < 2; ++round) {
+    float x = 1, y = 0;
+    const std::int64_t one[] = {1};
+    ASSERT_TRUE(rt.Allreduce("join.after", &x, &y, one, DataType::kFloat32,
+                             ReduceOp::kSum)
+                    .Wait()
+                    .ok());
+    EXPECT_EQ(y, static_cast<float>(size));
   }
 }
 

@@ -1,10 +1,15 @@
 // The event stream under several ranks: what sinks see, a failing sink,
 // and the stall check (HOROVOD_STALL_*).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,6 +124,63 @@ TEST(EventStream, SinksSeeEveryTensorCollectiveAndCycle) {
     EXPECT_EQ(sink->last_cycle_time.load(), 2.5);
     EXPECT_TRUE(sink->stopped.load());
   }
+}
+
+// HOROVOD_TIMELINE=DYNAMIC starts no timeline (and names no file
+// "DYNAMIC"); StartTimeline / StopTimeline make rank 0 write what ran
+// between them, and a second start writes a second file, closed at
+// shutdown.
+TEST(DynamicTimeline, StartAndStopWriteWhatRanBetween) {
+  namespace fs = std::filesystem;
+  long id = static_cast<long>(::getpid());
+  MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+  const fs::path dir =
+      fs::temp_directory_path() / ("hvdtune_timeline_" + std::to_string(id));
+  if (WorldRank() == 0) {
+    fs::create_directories(dir);
+    fs::remove("DYNAMIC");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  Runtime rt(RuntimeOptions{MapEnv({{"HOROVOD_TIMELINE", "DYNAMIC"}})});
+  const auto reduce = [&](const std::string& name) {
+    float x = 1, y = 0;
+    const std::int64_t one[] = {1};
+    ASSERT_TRUE(
+        rt.Allreduce(name, &x, &y, one, DataType::kFloat32, ReduceOp::kSum)
+            .Wait()
+            .ok());
+  };
+  reduce("tl.before");
+  EXPECT_EQ(rt.StartTimeline("").code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(rt.StartTimeline((dir / "a.json").string()).ok());
+  reduce("tl.during.a");
+  ASSERT_TRUE(rt.StopTimeline().ok());
+  ASSERT_TRUE(rt.StopTimeline().ok());  // none running: fine
+  reduce("tl.after.a");
+  ASSERT_TRUE(rt.StartTimeline((dir / "b.json").string(), true).ok());
+  reduce("tl.during.b");
+  rt.Shutdown();
+  EXPECT_EQ(rt.StartTimeline((dir / "c.json").string()).code(),
+            StatusCode::kAborted);
+  if (rt.rank() == 0) {
+    EXPECT_FALSE(fs::exists("DYNAMIC"));
+    const auto read = [](const fs::path& p) {
+      std::ifstream f(p);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      return ss.str();
+    };
+    const std::string a = read(dir / "a.json"), b = read(dir / "b.json");
+    EXPECT_NE(a.find("tl.during.a"), std::string::npos) << a;
+    EXPECT_EQ(a.find("tl.before"), std::string::npos);
+    EXPECT_EQ(a.find("tl.after.a"), std::string::npos);
+    EXPECT_EQ(a.find_last_not_of(" \n"), a.rfind(']')) << "a is not closed";
+    EXPECT_NE(b.find("tl.during.b"), std::string::npos) << b;
+    EXPECT_EQ(b.find("tl.during.a"), std::string::npos);
+    EXPECT_EQ(b.find_last_not_of(" \n"), b.rfind(']')) << "b is not closed";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (WorldRank() == 0) fs::remove_all(dir);
 }
 
 TEST(EventStream, FailingSinkIsDetachedAndTheJobGoesOn) {

@@ -344,6 +344,38 @@ TEST(RuntimeLifecycle, InitShutdownInit) {
   }
 }
 
+// One rank shuts down: the others stop too (their collectives fail with
+// kAborted) but stay initialised until they shut down themselves, so that a
+// binding's init() there returns at once instead of waiting in a collective
+// construction for a rank that may have exited. Afterwards every rank can
+// initialise again.
+TEST(RuntimeLifecycle, OnlyALocalShutdownEndsThisRanksInitialisation) {
+  Runtime rt(RuntimeOptions{MapEnv({})});
+  const bool first = rt.rank() == rt.size() - 1;
+  if (first) rt.Shutdown();
+  ASSERT_TRUE(WaitFor([&] { return !rt.running(); }));
+  EXPECT_EQ(rt.shut_down(), first);
+  float a = 1, b = 0;
+  const std::int64_t one[] = {1};
+  EXPECT_EQ(rt.Allreduce("after.peer.shutdown", &a, &b, one, DataType::kFloat32,
+                         ReduceOp::kSum)
+                .Wait()
+                .code(),
+            StatusCode::kAborted);
+  rt.Shutdown();
+  EXPECT_TRUE(rt.shut_down());
+  MPI_Barrier(MPI_COMM_WORLD);
+  Runtime again(RuntimeOptions{MapEnv({})});
+  ASSERT_TRUE(again.running());
+  EXPECT_FALSE(again.shut_down());
+  ASSERT_TRUE(again
+                  .Allreduce("after.reinit", &a, &b, one, DataType::kFloat32,
+                             ReduceOp::kSum)
+                  .Wait()
+                  .ok());
+  EXPECT_EQ(b, static_cast<float>(again.size()));
+}
+
 TEST(RuntimeLifecycle, ShutdownFailsPendingHandles) {
   Runtime rt(RuntimeOptions{MapEnv({})});
   if (rt.size() == 1) GTEST_SKIP() << "a lonely tensor needs two ranks";

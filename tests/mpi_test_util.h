@@ -205,6 +205,46 @@ inline std::int64_t CountWrong(DataType dt, ReduceOp op, int size,
   return wrong;
 }
 
+// Rank r's rows of a tensor of `rows` rows (Horovod's split).
+inline std::int64_t ShareOf(std::int64_t rows, int size, int r) {
+  return rows / size + (r < rows % size ? 1 : 0);
+}
+inline std::int64_t FirstRowOf(std::int64_t rows, int size, int r) {
+  std::int64_t first = 0;
+  for (int q = 0; q < r; ++q) first += ShareOf(rows, size, q);
+  return first;
+}
+
+// This rank's share of the reduction of every rank's FillInput(op) tensor
+// of rows x cols: wrong elements counted (the first few reported).
+inline std::int64_t CountWrongShare(DataType dt, ReduceOp op, const Runtime& rt,
+                                    std::int64_t rows, std::int64_t cols,
+                                    const Handle& h, std::size_t part) {
+  const std::int64_t mine = ShareOf(rows, rt.size(), rt.rank());
+  const std::int64_t first = FirstRowOf(rows, rt.size(), rt.rank());
+  EXPECT_EQ(h.output_shape(part), (std::vector<std::int64_t>{mine, cols}));
+  EXPECT_EQ(h.output(part).size(),
+            static_cast<std::size_t>(mine * cols) * DataTypeSize(dt));
+  if (h.output(part).size() !=
+      static_cast<std::size_t>(mine * cols) * DataTypeSize(dt)) {
+    return mine * cols;
+  }
+  std::int64_t wrong = 0;
+  const double tol = op == ReduceOp::kAverage ? AverageTolerance(dt) : 0;
+  for (std::int64_t i = 0; i < mine * cols; ++i) {
+    const double want = Reference(dt, op, rt.size(), first * cols + i);
+    const double got = Load(dt, h.output(part).data(), i);
+    if (std::fabs(got - want) > tol * std::fabs(want)) {
+      if (wrong++ < 3) {
+        ADD_FAILURE() << DataTypeName(dt) << " " << ReduceOpName(op)
+                      << " element " << i << ": got " << got << ", want "
+                      << want;
+      }
+    }
+  }
+  return wrong;
+}
+
 /// True when every rank holds exactly the same bytes.
 inline bool SameOnAllRanks(const void* data, std::size_t bytes) {
   std::uint64_t h = 1469598103934665603ull;

@@ -43,7 +43,7 @@ if [ "$quick" = 1 ]; then
     "$normal/timeline/libhvdtune_timeline.a" "$normal/store/libhvdtune_store.a" \
     "$normal/runtime/libhvdtune_api.a" "$normal/tuner/libhvdtune_tuner.a" \
     $(mpicxx --showme:link) -lnlopt -lprometheus-cpp-pull -lprometheus-cpp-core \
-    -lsqlite3 -lz \
+    -lsqlite3 -lpq -lz \
     $(grep -o '/[^ ]*lib\(cudart\|nccl\)\.so' "$normal/tests/CMakeFiles/c_api_test.dir/link.txt" || true) \
     -o "$out/c_api_test"
   status=0

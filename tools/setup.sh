@@ -11,6 +11,9 @@ PACKAGES=(
   libcli11-dev libfmt-dev
   prometheus-cpp-dev prometheus nodejs python3-yaml
   libsqlite3-dev
+  # The PostgreSQL store backend (libpq) and the server its tests start.
+  libpq-dev
+  postgresql-15
   # The Python binding (python/) and its tests, for /usr/bin/python3.
   python3-dev pybind11-dev python3-numpy python3-pytest
   python3-torch python3-torchvision python3-sklearn

@@ -10,9 +10,11 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
-constexpr std::array<CollectiveType, kNumOps> kOps = {
-    CollectiveType::kAllreduce, CollectiveType::kBroadcast,
-    CollectiveType::kAllgather};
+constexpr std::array<CollectiveType, kNumOps> kOps = [] {
+  std::array<CollectiveType, kNumOps> ops{};
+  for (int i = 0; i < kNumOps; ++i) ops[i] = static_cast<CollectiveType>(i);
+  return ops;
+}();
 
 // Powers of two times `first`, `n` boundaries.
 Histogram::BucketBoundaries Exponential(double first, int n) {
@@ -250,6 +252,17 @@ Families::Families(prometheus::Registry& r, const RuntimeInfo& info) {
     store_lookups[i] = &store_family.Add(
         {{"result", std::string(StoreLookupResultName(result))}});
   }
+  auto& writes_family =
+      BuildCounter()
+          .Name("hvdtune_store_writes_total")
+          .Help(
+              "Configuration store writes of rank 0, by result: written, "
+              "dropped (queue full, server away, shutdown) or failed")
+          .Labels(rank)
+          .Register(r);
+  store_writes[0] = &writes_family.Add({{"result", "written"}});
+  store_writes[1] = &writes_family.Add({{"result", "dropped"}});
+  store_writes[2] = &writes_family.Add({{"result", "failed"}});
 
   BuildGauge()
       .Name("hvdtune_build_info")

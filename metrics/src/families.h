@@ -18,7 +18,7 @@
 
 namespace hvdtune::metrics::internal {
 
-inline constexpr int kNumOps = 3;         // CollectiveType
+inline constexpr int kNumOps = kNumCollectiveTypes;
 inline constexpr int kNumPhases = 5;      // AutotunePhase
 inline constexpr int kNumErrorKinds = 6;  // ErrorEvent::Kind
 
@@ -74,6 +74,8 @@ struct Families {
   prometheus::Counter* stall_shutdowns;
   /// hit, near, miss, error (the configuration store's lookups).
   std::array<prometheus::Counter*, 4> store_lookups{};
+  // written, dropped, failed
+  std::array<prometheus::Counter*, 3> store_writes{};
 };
 
 /// Sets every knob's gauges to `values`.

@@ -142,6 +142,13 @@ void MetricsSink::OnStoreLookup(const StoreLookupEvent& e) {
   state_->f->store_lookups[static_cast<int>(e.result)]->Increment();
 }
 
+void MetricsSink::CountStoreWrites(std::string_view result, std::uint64_t n) {
+  internal::Families* f = state_->f.get();
+  if (f == nullptr) return;
+  const int i = result == "written" ? 0 : result == "dropped" ? 1 : 2;
+  f->store_writes[i]->Increment(static_cast<double>(n));
+}
+
 int MetricsSink::port() const { return state_->port; }
 
 std::string MetricsSink::endpoint() const {

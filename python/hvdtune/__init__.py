@@ -8,7 +8,6 @@ HOROVOD_AUTOTUNE_LOG, HOROVOD_AUTOTUNE_DB, HOROVOD_METRICS_PORT,
 HOROVOD_TIMELINE, ...). Collectives are matched across ranks by name.
 """
 
-import itertools
 import os
 import sys
 
@@ -34,9 +33,11 @@ Sum = "sum"
 Average = "average"
 Min = "min"
 Max = "max"
+Product = "product"
 
 __all__ = [
-    "HvdtuneError", "Handle", "Sum", "Average", "Min", "Max", "init",
+    "HvdtuneError", "Handle", "Sum", "Average", "Min", "Max", "Product",
+    "init",
     "shutdown", "is_initialized", "size", "rank", "local_rank", "local_size",
     "cross_rank", "cross_size", "allreduce", "allreduce_async", "synchronize",
     "poll", "grouped_allreduce", "grouped_allreduce_async", "broadcast",
@@ -64,8 +65,9 @@ def _auto_name(kind, name):
     in the same order (as in Horovod)."""
     if name is not None:
         return str(name)
-    counter = _counters.setdefault(kind, itertools.count())
-    return "%s.noname.%d" % (kind, next(counter))
+    number = _counters.get(kind, 0)
+    _counters[kind] = number + 1
+    return "%s.noname.%d" % (kind, number)
 
 
 def init(tune_num_groups=False):

@@ -11,8 +11,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,6 +41,9 @@ struct Pending;
 
 struct State {
   std::unique_ptr<Runtime> runtime;
+  // The process sets this rank is in, by id (0 is the whole job, above):
+  // one runtime each over its ranks, negotiating and fusing on its own.
+  std::map<int, std::unique_ptr<Runtime>> sets;
   // Buffers of handles that Python dropped before they completed: kept
   // until the runtime is done with them.
   std::vector<std::shared_ptr<Pending>> orphans;
@@ -63,12 +68,28 @@ Runtime& Rt() {
   return *s.runtime;
 }
 
+// The runtime of process set `id` (0: the whole job).
+Runtime& Rt(int id) {
+  if (id == 0) return Rt();
+  State& s = GetState();
+  const auto it = s.sets.find(id);
+  if (it == s.sets.end()) {
+    Raise("invalid_argument",
+          "process set " + std::to_string(id) + ": rank " +
+              std::to_string(Rt().rank()) +
+              " is not in it (or it was removed); only its ranks may call "
+              "its collectives");
+  }
+  return *it->second;
+}
+
 // What a collective keeps alive until it completes.
 struct Pending {
   Handle handle;
   std::vector<TensorRef> refs;
-  bool allgather = false;
-  DataType dtype = DataType::kUInt8;
+  // Collectives whose results are the runtime's buffers (allgather,
+  // reducescatter, alltoall, grouped forms): each member's dtype.
+  std::vector<DataType> output_dtypes;
 };
 
 void PruneOrphans() {
@@ -113,23 +134,25 @@ class PyHandle {
   }
 
   const Handle& handle() const { return pending_->handle; }
-  bool is_allgather() const { return pending_->allgather; }
-  DataType dtype() const { return pending_->dtype; }
+  const std::vector<DataType>& output_dtypes() const {
+    return pending_->output_dtypes;
+  }
 
  private:
   std::shared_ptr<Pending> pending_;
 };
 
-// An allgather's result as a buffer that numpy and torch can view without
-// a copy; it keeps the handle's state (and so the bytes) alive.
+// A result the runtime holds (member `index` of an allgather,
+// reducescatter or alltoall) as a buffer that numpy and torch can view
+// without a copy; it keeps the handle's state (and so the bytes) alive.
 class GatherResult {
  public:
-  GatherResult(Handle handle, DataType dtype)
-      : handle_(std::move(handle)), dtype_(dtype) {}
+  GatherResult(Handle handle, DataType dtype, std::size_t index)
+      : handle_(std::move(handle)), dtype_(dtype), index_(index) {}
 
   py::buffer_info Info() const {
-    const std::vector<std::uint8_t>& bytes = handle_.output();
-    const std::vector<std::int64_t>& shape = handle_.output_shape();
+    const std::vector<std::uint8_t>& bytes = handle_.output(index_);
+    const std::vector<std::int64_t>& shape = handle_.output_shape(index_);
     const auto itemsize = static_cast<py::ssize_t>(DataTypeSize(dtype_));
     std::vector<py::ssize_t> dims(shape.begin(), shape.end());
     std::vector<py::ssize_t> strides(dims.size());
@@ -151,6 +174,12 @@ class GatherResult {
     switch (dtype_) {
       case DataType::kUInt8:
         return "B";
+      case DataType::kInt8:
+        return "b";
+      case DataType::kInt16:
+        return "h";
+      case DataType::kBool:
+        return "?";
       case DataType::kInt32:
         return "i";
       case DataType::kInt64:
@@ -169,10 +198,18 @@ class GatherResult {
 
   Handle handle_;
   DataType dtype_;
+  std::size_t index_;
 };
 
 std::unique_ptr<PyHandle> MakeHandle(std::shared_ptr<Pending> pending) {
   if (!GetState().orphans.empty()) PruneOrphans();
+  // Refused at submission (a name already in flight on this rank, a device
+  // tensor without NCCL): the caller hears it at once, as Horovod raises
+  // these on the submitting call, not at synchronize.
+  if (pending->handle.Poll() &&
+      pending->handle.status().code() == StatusCode::kInvalidArgument) {
+    RaiseStatus(pending->handle.status());
+  }
   return std::make_unique<PyHandle>(std::move(pending));
 }
 
@@ -181,7 +218,10 @@ std::unique_ptr<PyHandle> MakeHandle(std::shared_ptr<Pending> pending) {
 
 void Init(bool tune_num_groups) {
   State& s = GetState();
-  if (s.runtime && s.runtime->running()) return;
+  // Initialised until this rank shuts down, as in Horovod: a peer that shut
+  // down and exited stops the runtime but does not uninitialise this rank,
+  // and building a new Runtime (collective) would wait for it forever.
+  if (s.runtime && !s.runtime->shut_down()) return;
   s.runtime.reset();
   RuntimeOptions options;
   options.tune_num_groups = tune_num_groups;
@@ -197,8 +237,62 @@ void Init(bool tune_num_groups) {
   }
 }
 
+// The environment of a process set's runtime: the job's, without the
+// autotuner, metrics and timeline, which belong to the whole job's runtime
+// (a set runs the job's configured knob values).
+EnvLookup ProcessSetEnv() {
+  return [env = ProcessEnv()](std::string_view name) {
+    for (std::string_view part : {"AUTOTUNE", "METRICS", "TIMELINE"}) {
+      if (name.find(part) != std::string_view::npos) {
+        return std::optional<std::string>();
+      }
+    }
+    return env(name);
+  };
+}
+
+// Collective over `ranks` (ascending ranks of the job); every rank of the
+// job calls it with the same id and ranks, and the others keep nothing.
+void AddProcessSet(int id, const std::vector<int>& ranks) {
+  State& s = GetState();
+  Runtime& world = Rt();
+  if (id <= 0 || s.sets.count(id) != 0) {
+    Raise("invalid_argument",
+          "process set id " + std::to_string(id) + " is taken or invalid");
+  }
+  if (std::find(ranks.begin(), ranks.end(), world.rank()) == ranks.end()) {
+    return;
+  }
+  RuntimeOptions options;
+  options.env = ProcessSetEnv();
+  options.ranks = ranks;
+  try {
+    py::gil_scoped_release release;
+    s.sets[id] = std::make_unique<Runtime>(std::move(options));
+  } catch (const ConfigError& e) {
+    Raise("config", e.what());
+  } catch (const std::exception& e) {
+    Raise("internal", std::string("process set: ") + e.what());
+  }
+}
+
+// Every rank of the set calls it; pending collectives of the set fail.
+bool RemoveProcessSet(int id) {
+  State& s = GetState();
+  const auto it = s.sets.find(id);
+  if (it == s.sets.end()) return false;
+  {
+    py::gil_scoped_release release;
+    it->second->Shutdown();
+  }
+  s.sets.erase(it);
+  PruneOrphans();
+  return true;
+}
+
 void Shutdown() {
   State& s = GetState();
+  while (!s.sets.empty()) RemoveProcessSet(s.sets.begin()->first);
   if (s.runtime) {
     {
       py::gil_scoped_release release;
@@ -212,8 +306,9 @@ void Shutdown() {
 
 std::unique_ptr<PyHandle> AllreduceAsync(const std::string& name,
                                          py::handle input, py::handle output,
-                                         const std::string& op) {
-  Runtime& rt = Rt();
+                                         const std::string& op,
+                                         int process_set) {
+  Runtime& rt = Rt(process_set);
   const ReduceOp reduce = ParseOp(op);
   auto pending = std::make_shared<Pending>();
   TensorRef in = Resolve(input, false, "input of allreduce '" + name + "'");
@@ -232,8 +327,8 @@ std::unique_ptr<PyHandle> AllreduceAsync(const std::string& name,
 std::unique_ptr<PyHandle> GroupedAllreduceAsync(
     const std::string& group, const std::vector<std::string>& names,
     const py::sequence& inputs, const py::sequence& outputs,
-    const std::string& op) {
-  Runtime& rt = Rt();
+    const std::string& op, int process_set) {
+  Runtime& rt = Rt(process_set);
   const ReduceOp reduce = ParseOp(op);
   const std::size_t n = names.size();
   if (static_cast<std::size_t>(py::len(inputs)) != n ||
@@ -264,8 +359,9 @@ std::unique_ptr<PyHandle> GroupedAllreduceAsync(
 }
 
 std::unique_ptr<PyHandle> BroadcastAsync(const std::string& name,
-                                         py::handle buffer, int root) {
-  Runtime& rt = Rt();
+                                         py::handle buffer, int root,
+                                         int process_set) {
+  Runtime& rt = Rt(process_set);
   auto pending = std::make_shared<Pending>();
   TensorRef buf = Resolve(buffer, true, "buffer of broadcast '" + name + "'");
   pending->handle = rt.Broadcast(name, buf.data, buf.shape, buf.dtype, root);
@@ -273,30 +369,132 @@ std::unique_ptr<PyHandle> BroadcastAsync(const std::string& name,
   return MakeHandle(std::move(pending));
 }
 
-std::unique_ptr<PyHandle> AllgatherAsync(const std::string& name,
-                                         py::handle input) {
-  Runtime& rt = Rt();
-  auto pending = std::make_shared<Pending>();
-  TensorRef in = Resolve(input, false, "input of allgather '" + name + "'");
+TensorRef ResolveRows(py::handle obj, const std::string& what) {
+  TensorRef in = Resolve(obj, false, what);
   if (in.shape.empty()) {
-    Raise("invalid_argument", "input of allgather '" + name +
-                                  "': a scalar; allgather needs at least one "
+    Raise("invalid_argument", what +
+                                  ": a scalar; it needs at least one "
                                   "dimension");
   }
-  pending->handle = rt.Allgather(name, in.data, in.shape, in.dtype);
-  pending->allgather = true;
-  pending->dtype = in.dtype;
+  return in;
+}
+
+// A collective of one input whose result the runtime holds; `submit`
+// enqueues it.
+template <typename Submit>
+std::unique_ptr<PyHandle> OneInputAsync(py::handle input,
+                                        const std::string& what,
+                                        Submit submit) {
+  auto pending = std::make_shared<Pending>();
+  TensorRef in = ResolveRows(input, what);
+  pending->handle = submit(in);
+  pending->output_dtypes.push_back(in.dtype);
   pending->refs.push_back(std::move(in));
   return MakeHandle(std::move(pending));
 }
 
-GatherResult GatherOutput(const PyHandle& h) {
-  if (!h.is_allgather()) {
-    Raise("invalid_argument", "output(): not an allgather handle");
+std::unique_ptr<PyHandle> AllgatherAsync(const std::string& name,
+                                         py::handle input, int process_set) {
+  Runtime& rt = Rt(process_set);
+  return OneInputAsync(input, "input of allgather '" + name + "'",
+                       [&](const TensorRef& in) {
+                         return rt.Allgather(name, in.data, in.shape, in.dtype);
+                       });
+}
+
+std::unique_ptr<PyHandle> ReducescatterAsync(const std::string& name,
+                                             py::handle input,
+                                             const std::string& op,
+                                             int process_set) {
+  Runtime& rt = Rt(process_set);
+  const ReduceOp reduce = ParseOp(op);
+  return OneInputAsync(
+      input, "input of reducescatter '" + name + "'", [&](const TensorRef& in) {
+        return rt.Reducescatter(name, in.data, in.shape, in.dtype, reduce);
+      });
+}
+
+// The members of a grouped allgather or reducescatter.
+std::vector<InputTensor> GroupInputs(const std::string& kind,
+                                     const std::string& group,
+                                     const std::vector<std::string>& names,
+                                     const py::sequence& inputs,
+                                     Pending& pending) {
+  if (static_cast<std::size_t>(py::len(inputs)) != names.size()) {
+    Raise("invalid_argument",
+          kind + " '" + group + "': " + std::to_string(names.size()) +
+              " names and " + std::to_string(py::len(inputs)) + " inputs");
+  }
+  std::vector<InputTensor> tensors(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    py::handle obj = inputs[i];
+    TensorRef in = ResolveRows(
+        obj, "input of " + kind + " '" + group + "' member '" + names[i] + "'");
+    tensors[i] = InputTensor{names[i], in.data, in.shape, in.dtype};
+    pending.output_dtypes.push_back(in.dtype);
+    pending.refs.push_back(std::move(in));
+  }
+  return tensors;
+}
+
+std::unique_ptr<PyHandle> GroupedAllgatherAsync(
+    const std::string& group, const std::vector<std::string>& names,
+    const py::sequence& inputs, int process_set) {
+  Runtime& rt = Rt(process_set);
+  auto pending = std::make_shared<Pending>();
+  std::vector<InputTensor> tensors =
+      GroupInputs("grouped allgather", group, names, inputs, *pending);
+  pending->handle = rt.GroupedAllgather(group, tensors);
+  return MakeHandle(std::move(pending));
+}
+
+std::unique_ptr<PyHandle> GroupedReducescatterAsync(
+    const std::string& group, const std::vector<std::string>& names,
+    const py::sequence& inputs, const std::string& op, int process_set) {
+  Runtime& rt = Rt(process_set);
+  const ReduceOp reduce = ParseOp(op);
+  auto pending = std::make_shared<Pending>();
+  std::vector<InputTensor> tensors =
+      GroupInputs("grouped reducescatter", group, names, inputs, *pending);
+  pending->handle = rt.GroupedReducescatter(group, tensors, reduce);
+  return MakeHandle(std::move(pending));
+}
+
+std::unique_ptr<PyHandle> AlltoallAsync(const std::string& name,
+                                        py::handle input,
+                                        const std::vector<std::int64_t>& splits,
+                                        int process_set) {
+  Runtime& rt = Rt(process_set);
+  return OneInputAsync(
+      input, "input of alltoall '" + name + "'", [&](const TensorRef& in) {
+        return rt.Alltoall(name, in.data, in.shape, in.dtype, splits);
+      });
+}
+
+std::unique_ptr<PyHandle> BarrierAsync(int process_set) {
+  auto pending = std::make_shared<Pending>();
+  pending->handle = Rt(process_set).Barrier();
+  return MakeHandle(std::move(pending));
+}
+
+std::unique_ptr<PyHandle> JoinAsync() {
+  auto pending = std::make_shared<Pending>();
+  pending->handle = Rt().Join();
+  return MakeHandle(std::move(pending));
+}
+
+GatherResult GatherOutput(const PyHandle& h, std::size_t index) {
+  if (index >= h.output_dtypes().size()) {
+    Raise("invalid_argument",
+          h.output_dtypes().empty()
+              ? std::string("output(): this collective's results are the "
+                            "caller's tensors")
+              : "output(" + std::to_string(index) + "): it has " +
+                    std::to_string(h.output_dtypes().size()) + " outputs");
   }
   if (!h.Poll()) Raise("invalid_argument", "output(): still in progress");
   RaiseStatus(h.handle().status());
-  return GatherResult(h.handle(), h.dtype());
+  return GatherResult(h.handle(), h.output_dtypes()[index], index);
 }
 
 py::dict KnobsDict(const KnobSettings& values) {
@@ -378,6 +576,14 @@ double MpiMax(double value) {
   return result;
 }
 
+// Whether MPI runs with MPI_THREAD_MULTIPLE (what the runtime asks for).
+bool MpiThreadsSupported() {
+  RequireMpi("mpi_threads_supported");
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  return provided == MPI_THREAD_MULTIPLE;
+}
+
 void MpiBarrier() {
   RequireMpi("mpi_barrier");
   py::gil_scoped_release release;
@@ -399,16 +605,35 @@ void Abort(int code) {
 void DefineModule(py::module_& m) {
   m.doc() = "hvdtune runtime binding (use the hvdtune package)";
   m.attr("HvdtuneError") = CreateErrorType();
+  m.attr("InvalidArgumentError") = InvalidArgumentErrorType();
 
   py::class_<PyHandle>(m, "Handle", py::dynamic_attr())
       .def("poll", &PyHandle::Poll, "True once the collective finished.")
       .def("wait", &PyHandle::Wait,
            "Waits (GIL released); raises HvdtuneError if it failed.")
-      .def("output", &GatherOutput,
-           "An allgather's result bytes (a buffer; see output_shape).")
-      .def_property_readonly("output_shape", [](const PyHandle& h) {
-        return h.handle().output_shape();
-      });
+      .def("output", &GatherOutput, py::arg("index") = 0,
+           "Result `index` of an allgather, reducescatter or alltoall (a "
+           "buffer; see output_shape_of).")
+      .def_property_readonly(
+          "output_shape",
+          [](const PyHandle& h) { return h.handle().output_shape(); })
+      .def(
+          "output_shape_of",
+          [](const PyHandle& h, std::size_t index) {
+            return h.handle().output_shape(index);
+          },
+          py::arg("index"))
+      .def_property_readonly(
+          "num_outputs",
+          [](const PyHandle& h) { return h.output_dtypes().size(); })
+      .def_property_readonly(
+          "received_splits",
+          [](const PyHandle& h) { return h.handle().received_splits(); },
+          "Alltoall: the rows received from each rank.")
+      .def_property_readonly(
+          "last_joined_rank",
+          [](const PyHandle& h) { return h.handle().last_joined_rank(); },
+          "Join: the rank that joined last.");
   py::class_<GatherResult>(m, "GatherResult", py::buffer_protocol())
       .def_buffer(&GatherResult::Info);
 
@@ -416,7 +641,7 @@ void DefineModule(py::module_& m) {
   m.def("shutdown", &Shutdown);
   m.def("is_initialized", [] {
     State& s = GetState();
-    return s.runtime != nullptr && s.runtime->running();
+    return s.runtime != nullptr && !s.runtime->shut_down();
   });
   m.def("rank", [] { return Rt().rank(); });
   m.def("size", [] { return Rt().size(); });
@@ -425,12 +650,49 @@ void DefineModule(py::module_& m) {
   m.def("cross_rank", [] { return Rt().cross_rank(); });
   m.def("cross_size", [] { return Rt().cross_size(); });
   m.def("allreduce_async", &AllreduceAsync, py::arg("name"), py::arg("input"),
-        py::arg("output"), py::arg("op"));
+        py::arg("output"), py::arg("op"), py::arg("process_set") = 0);
   m.def("grouped_allreduce_async", &GroupedAllreduceAsync, py::arg("group"),
-        py::arg("names"), py::arg("inputs"), py::arg("outputs"), py::arg("op"));
+        py::arg("names"), py::arg("inputs"), py::arg("outputs"), py::arg("op"),
+        py::arg("process_set") = 0);
   m.def("broadcast_async", &BroadcastAsync, py::arg("name"), py::arg("buffer"),
-        py::arg("root"));
-  m.def("allgather_async", &AllgatherAsync, py::arg("name"), py::arg("input"));
+        py::arg("root"), py::arg("process_set") = 0);
+  m.def("allgather_async", &AllgatherAsync, py::arg("name"), py::arg("input"),
+        py::arg("process_set") = 0);
+  m.def("grouped_allgather_async", &GroupedAllgatherAsync, py::arg("group"),
+        py::arg("names"), py::arg("inputs"), py::arg("process_set") = 0);
+  m.def("reducescatter_async", &ReducescatterAsync, py::arg("name"),
+        py::arg("input"), py::arg("op"), py::arg("process_set") = 0);
+  m.def("grouped_reducescatter_async", &GroupedReducescatterAsync,
+        py::arg("group"), py::arg("names"), py::arg("inputs"), py::arg("op"),
+        py::arg("process_set") = 0);
+  m.def("alltoall_async", &AlltoallAsync, py::arg("name"), py::arg("input"),
+        py::arg("splits"), py::arg("process_set") = 0);
+  m.def("barrier_async", &BarrierAsync, py::arg("process_set") = 0);
+  m.def("add_process_set", &AddProcessSet, py::arg("id"), py::arg("ranks"),
+        "Collective over the job: builds set `id`'s runtime on its ranks.");
+  m.def("remove_process_set", &RemoveProcessSet, py::arg("id"),
+        "Shuts set `id`'s runtime down; false when this rank has none.");
+  m.def("join_async", &JoinAsync);
+  m.def(
+      "reduce_ops",
+      [] {
+        std::vector<std::string> ops;
+        for (const char* name : {"average", "sum", "min", "max", "product"}) {
+          if (ParseReduceOp(name)) ops.emplace_back(name);
+        }
+        return ops;
+      },
+      "The reduce ops the runtime accepts, by name.");
+  m.def(
+      "start_timeline",
+      [](const std::string& path, bool mark_cycles) {
+        RaiseStatus(Rt().StartTimeline(path, mark_cycles));
+      },
+      py::arg("path"), py::arg("mark_cycles") = false,
+      "Starts writing the timeline to `path` (rank 0 writes).");
+  m.def(
+      "stop_timeline", [] { RaiseStatus(Rt().StopTimeline()); },
+      "Stops and closes the timeline being written.");
   m.def("mark_step", [] { Rt().MarkStep(); });
   m.def("autotune_status", &AutotuneStatusDict);
   m.def("knobs", [] { return KnobsDict(Rt().knobs()); });
@@ -443,6 +705,8 @@ void DefineModule(py::module_& m) {
         py::arg("output"), "Raw MPI_Allreduce (sum) on MPI_COMM_WORLD.");
   m.def("mpi_max", &MpiMax, "Largest `value` over the ranks (raw MPI).");
   m.def("mpi_barrier", &MpiBarrier, "MPI_Barrier on MPI_COMM_WORLD.");
+  m.def("mpi_threads_supported", &MpiThreadsSupported,
+        "True when MPI was initialised with MPI_THREAD_MULTIPLE.");
   m.def("pending_orphans", [] { return GetState().orphans.size(); });
 }
 

@@ -16,7 +16,12 @@ namespace hvdtune::python {
 /// "internal", "stalled".
 pybind11::object CreateErrorType();
 
-/// Raises HvdtuneError(message) with `code`.
+/// InvalidArgumentError, the subclass of HvdtuneError (and of ValueError)
+/// raised for code "invalid_argument"; valid after CreateErrorType().
+pybind11::object InvalidArgumentErrorType();
+
+/// Raises HvdtuneError(message) with `code` (InvalidArgumentError for
+/// "invalid_argument").
 [[noreturn]] void Raise(std::string_view code, const std::string& message);
 
 /// Raises the runtime's status as HvdtuneError unless it is ok.

@@ -21,6 +21,9 @@ std::optional<DataType> DtypeFromTorch(const std::string& name) {
       {"torch.int32", DataType::kInt32},
       {"torch.int64", DataType::kInt64},
       {"torch.uint8", DataType::kUInt8},
+      {"torch.int8", DataType::kInt8},
+      {"torch.int16", DataType::kInt16},
+      {"torch.bool", DataType::kBool},
   };
   for (const auto& [text, dtype] : kTypes) {
     if (name == text) return dtype;
@@ -46,6 +49,12 @@ std::optional<DataType> DtypeFromFormat(std::string_view format,
       return DataType::kFloat16;
     case 'B':
       return DataType::kUInt8;
+    case 'b':
+      return DataType::kInt8;
+    case 'h':
+      return itemsize == 2 ? std::optional(DataType::kInt16) : std::nullopt;
+    case '?':
+      return DataType::kBool;
     case 'i':
     case 'l':
     case 'q':
@@ -82,8 +91,8 @@ TensorRef Resolve(py::handle obj, bool writable, const std::string& what) {
     if (!parsed) {
       Raise("invalid_argument",
             what + ": unsupported dtype " + dtype +
-                " (supported: uint8, int32, int64, float16, bfloat16, "
-                "float32, float64)");
+                " (supported: bool, uint8, int8, int16, int32, int64, "
+                "float16, bfloat16, float32, float64)");
     }
     ref.dtype = *parsed;
     ref.data =
@@ -111,8 +120,8 @@ TensorRef Resolve(py::handle obj, bool writable, const std::string& what) {
   if (!parsed) {
     Raise("invalid_argument",
           what + ": unsupported element format '" + std::string(format) +
-              "' (supported: uint8, int32, int64, float16, float32, "
-              "float64)");
+              "' (supported: bool, uint8, int8, int16, int32, int64, "
+              "float16, float32, float64)");
   }
   ref.dtype = *parsed;
   ref.data = view->view.buf;
@@ -146,7 +155,8 @@ ReduceOp ParseOp(const std::string& op) {
   const std::optional<ReduceOp> parsed = ParseReduceOp(op);
   if (!parsed) {
     Raise("invalid_argument",
-          "unknown reduce op '" + op + "' (expected sum, average, min or max)");
+          "unknown reduce op '" + op +
+              "' (expected sum, average, min, max or product)");
   }
   return *parsed;
 }

@@ -108,3 +108,36 @@ def test_a_failing_rank_ends_the_job(tmp_path, script, message):
     assert job.returncode != 0
     assert message in job.stderr, job.stderr
     assert "aborting the job" in job.stderr, job.stderr
+
+
+PEER_SHUT_DOWN = textwrap.dedent("""
+    import time, torch, hvdtune.torch as hvd
+    hvd.init()
+    hvd.allreduce(torch.ones(2), name="before")
+    if hvd.rank() == 1:
+        hvd.shutdown()
+        assert not hvd.is_initialized()
+    else:
+        time.sleep(1.0)  # rank 1 shut down (and may have exited) meanwhile
+        start = time.monotonic()
+        hvd.init()  # must not rebuild the runtime with the peer gone
+        assert hvd.is_initialized() and hvd.rank() == 0
+        assert time.monotonic() - start < 5, "init() waited for the peer"
+        try:
+            hvd.allreduce(torch.ones(2), name="after")
+            raise SystemExit("a collective ran without the peer")
+        except hvd.HorovodInternalError as e:
+            assert e.code == "aborted", e.code
+        print("rank 0: init after the peer's shutdown returned")
+""")
+
+
+def test_init_after_a_peer_shut_down_returns(tmp_path):
+    path = tmp_path / "job.py"
+    path.write_text(PEER_SHUT_DOWN)
+    try:
+        job = run_job(2, [str(path)], timeout=60)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail("init() hung after a peer shut down: %s" % e)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert "init after the peer's shutdown returned" in job.stdout

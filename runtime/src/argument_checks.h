@@ -35,5 +35,17 @@ std::string CheckBroadcastArgs(std::string_view name, const void* buffer,
 std::string CheckAllgatherArgs(std::string_view name, const void* input,
                                std::span<const std::int64_t> shape,
                                DataType dtype, int world_size);
+/// At least one dimension; op as for allreduce (no bool).
+std::string CheckReducescatterArgs(std::string_view name, const void* input,
+                                   std::span<const std::int64_t> shape,
+                                   DataType dtype, ReduceOp op);
+/// At least one dimension; `splits` empty (shape[0] divisible by the world
+/// size) or one non-negative count per rank adding up to shape[0]. What is
+/// received must fit too: this rank's bytes times the world size.
+std::string CheckAlltoallArgs(std::string_view name, const void* input,
+                              std::span<const std::int64_t> shape,
+                              DataType dtype,
+                              std::span<const std::int64_t> splits,
+                              int world_size);
 
 }  // namespace hvdtune::internal

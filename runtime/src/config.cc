@@ -106,7 +106,9 @@ TelemetrySettings ParseTelemetrySettings(const EnvLookup& env) {
                         "='': expected a file path (unset it for no "
                         "timeline)");
     }
-    s.timeline_path = std::string(v);
+    // Horovod's switch for a timeline started later (StartTimeline), not
+    // a file name.
+    if (v != "DYNAMIC") s.timeline_path = std::string(v);
   });
   IfSet(env, "HOROVOD_TIMELINE_MARK_CYCLES", [&](auto var, auto v) {
     s.timeline_mark_cycles = ParseBoolSetting(var, v);
@@ -183,21 +185,23 @@ constexpr SettingSpec kSettings[] = {
      "Noise level v of the scores: the GP infers its noise variance but "
      "never below (v/10)² of the standardised score variance."},
     {"Autotuning", "HVDTUNE_AUTOTUNE_RETUNE_DROP", "0.15", "0 to below 1",
-     "After freezing, a score this much below the frozen reference counts as "
-     "degraded; 0 never re-tunes. Also the drop from a stored score that "
-     "makes a job re-tune instead of trusting the store."},
+     "The smallest drop worth re-tuning for: after freezing, drops are "
+     "measured in the frozen samples' spread, taken as at least a third of "
+     "this; 0 never re-tunes. Also the drop from a stored score that makes "
+     "a job re-tune instead of trusting the store."},
     {"Autotuning", "HVDTUNE_AUTOTUNE_RETUNE_WINDOWS", "3", "1 – 100000",
-     "Consecutive degraded samples that re-open tuning around the "
-     "incumbent."},
+     "Samples after which a lasting drop of 4 spreads or more re-opens "
+     "tuning around the incumbent (the CUSUM threshold is 3 x (this - 1))."},
     {"Autotuning", "HVDTUNE_AUTOTUNE_SEED", "1", "0 – 2^63-1",
      "Seed of the optimizer: runs are reproducible for a given sequence of "
      "scores."},
     {"Config store", "HOROVOD_AUTOTUNE_DB",
      "$XDG_STATE_HOME/hvdtune/store.db, else "
      "$HOME/.local/state/hvdtune/store.db",
-     "a file path",
-     "The config store's SQLite file, read and written by rank 0 only; its "
-     "directory is created when missing."},
+     "a file path, or postgresql://USER@HOST:PORT/DB?...",
+     "The config store, read and written by rank 0 only: an SQLite file "
+     "(its directory is created when missing) or a PostgreSQL server "
+     "shared by many jobs (a libpq URI)."},
     {"Config store", "HVDTUNE_AUTOTUNE_STORE", "auto", "auto, apply, off",
      "auto: start from the store and record every sample; apply: apply the "
      "stored best configuration without tuning (nothing stored: the initial "
@@ -211,9 +215,11 @@ constexpr SettingSpec kSettings[] = {
      "an IPv4 or IPv6 address",
      "Address the endpoints bind; 0.0.0.0 for every interface, so that a "
      "Prometheus on another host can scrape."},
-    {"Metrics and timeline", "HOROVOD_TIMELINE", "unset", "a file path",
+    {"Metrics and timeline", "HOROVOD_TIMELINE", "unset",
+     "a file path, or DYNAMIC",
      "Chrome-trace JSON file written by rank 0 (Horovod's timeline "
-     "format)."},
+     "format). DYNAMIC: none at start; the application starts and stops "
+     "one with start_timeline / stop_timeline (Runtime::StartTimeline)."},
     {"Metrics and timeline", "HOROVOD_TIMELINE_MARK_CYCLES", "0",
      "0, 1, true, false",
      "Also mark the start of every active cycle (CYCLE_START) in the "

@@ -17,6 +17,7 @@ namespace {
 constexpr std::uint64_t kFlagUncached = 1u << 0;
 constexpr std::uint64_t kFlagShutdown = 1u << 1;
 constexpr std::uint64_t kFlagKnobUpdate = 1u << 2;
+constexpr std::uint64_t kFlagJoined = 1u << 3;
 
 std::size_t WordsFor(std::size_t bits) { return (bits + 63) / 64; }
 
@@ -138,8 +139,9 @@ void Controller::RunCycle(const std::vector<const Request*>& requests,
     if (r->id >= pending_.size()) pending_.resize(r->id + 1, nullptr);
     pending_[r->id] = r;
     ++pending_count_;
+    if (r->type == CollectiveType::kJoin) joined_ = true;
     const ResponseCache::Lookup found = cache_.Find(*r);
-    if (found.state == ResponseCache::State::kHit) {
+    if (found.state == ResponseCache::State::kHit && !join_active_) {
       AddHit(found.bit, r->id);
       ++result.cache_hits;
     } else {
@@ -168,6 +170,7 @@ void Controller::RunCycle(const std::vector<const Request*>& requests,
   if (!to_send_.empty() || !stalled_.empty()) flags |= kFlagUncached;
   if (shutdown) flags |= kFlagShutdown;
   if (mpi_.rank == 0 && knob_update != nullptr) flags |= kFlagKnobUpdate;
+  if (joined_) flags |= kFlagJoined;
   bits_[0] = ~flags;
   std::copy(hit_words_.begin(), hit_words_.end(), bits_.begin() + 1);
   for (std::size_t w = 0; w < words; ++w) bits_[1 + words + w] = ~0ull;
@@ -183,6 +186,7 @@ void Controller::RunCycle(const std::vector<const Request*>& requests,
   if (!result.status.ok()) return;
   flags = ~bits_[0];
   result.shutdown = (flags & kFlagShutdown) != 0;
+  join_active_ = (flags & kFlagJoined) != 0;
 
   // Same order of cache operations on every rank: erase invalid entries,
   // then take the hits, then insert newly negotiated responses.
@@ -196,6 +200,12 @@ void Controller::RunCycle(const std::vector<const Request*>& requests,
       cache_.Erase(bit);
       bits_[1 + w] &= ~(std::uint64_t{1} << (bit % 64));
     }
+  }
+  if (join_active_) {
+    // A joined rank sets no cache bits: what waits on one is negotiated in
+    // full, where rank 0 counts the joined ranks in.
+    for (std::uint32_t bit = 0; bit < hit_id_.size(); ++bit) Reroute(bit);
+    std::fill(bits_.begin() + 1, bits_.begin() + 1 + words, 0);
   }
   for (std::size_t w = 0; w < words; ++w) {
     std::uint64_t hits = bits_[1 + w];
@@ -222,6 +232,8 @@ void Controller::RunCycle(const std::vector<const Request*>& requests,
       r.group = cached.group;
       r.group_size = cached.group_size;
       r.device = cached.device;
+      r.shape = cached.shape;
+      r.joined = cached.joined;
       r.id = id;
       cache_.Touch(bit);
       pending_[id] = nullptr;
@@ -374,13 +386,26 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
       continue;
     }
     if (it == negotiating_.end()) {
+      if (joined_) {
+        // Another rank's tensor while this one has joined: an allreduce it
+        // takes part in with neutral elements (a stand-in entry, no id);
+        // nothing to do for a barrier or a failure.
+        if (resp.kind == Response::Kind::kRun && resp.joined &&
+            resp.type == CollectiveType::kAllreduce) {
+          resp.id = kNoTensorId;
+          ready->push_back(std::move(resp));
+        }
+        continue;
+      }
       return Status::Internal("negotiated tensor '" + resp.name +
                               "' is not pending on rank " +
                               std::to_string(mpi_.rank));
     }
     const TensorId id = it->second;
     negotiating_.erase(it);
-    if (resp.kind == Response::Kind::kRun) {
+    if (resp.type == CollectiveType::kJoin) joined_ = false;
+    if (resp.kind == Response::Kind::kRun && !resp.joined &&
+        resp.type != CollectiveType::kJoin) {
       displaced.clear();
       cache_.Put(resp, *pending_[id], &displaced);
       for (std::uint32_t bit : displaced) Reroute(bit);

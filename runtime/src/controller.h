@@ -92,6 +92,11 @@ class Controller {
   double next_stall_scan_ = 0;
   int wait_warnings_ = 0;
   bool abandoned_ = false;
+  /// This rank's join is pending: it raises the joined flag every round.
+  bool joined_ = false;
+  /// Some rank had joined at the last round: new tensors skip the cache
+  /// (a joined rank sets no cache bits).
+  bool join_active_ = false;
   /// The cycle's result, for stall events recorded while waiting.
   CycleResult* current_ = nullptr;
   // Buffers of the negotiation's collectives (members, so that one given

@@ -38,11 +38,23 @@ double StallThreshold(const StallSettings& s) {
 }
 
 Coordinator::Coordinator(int world_size, StallSettings stall)
-    : size_(world_size), stall_(stall) {}
+    : size_(world_size),
+      stall_(stall),
+      joined_(static_cast<std::size_t>(world_size), false) {}
 
 std::vector<Response> Coordinator::Add(std::vector<Request> requests,
                                        double now) {
   for (Request& r : requests) {
+    if (r.type == CollectiveType::kJoin) {
+      if (r.rank >= 0 && r.rank < size_ &&
+          !joined_[static_cast<std::size_t>(r.rank)]) {
+        joined_[static_cast<std::size_t>(r.rank)] = true;
+        ++joined_count_;
+        last_joined_ = r.rank;
+        join_name_ = r.name;
+      }
+      continue;
+    }
     auto [it, inserted] = table_.try_emplace(r.name);
     TableEntry& e = it->second;
     const double since = now - std::max(0.0, r.waited_seconds);
@@ -62,7 +74,13 @@ std::vector<Response> Coordinator::Add(std::vector<Request> requests,
   std::vector<std::string> still_waiting;
   for (std::string& name : table_order_) {
     auto it = table_.find(name);
-    if (it->second.received == size_) {
+    int absent_joined = 0;
+    for (int r = 0; joined_count_ > 0 && r < size_; ++r) {
+      absent_joined +=
+          joined_[static_cast<std::size_t>(r)] &&
+          it->second.by_rank[static_cast<std::size_t>(r)].name.empty();
+    }
+    if (it->second.received + absent_joined == size_) {
       out.push_back(BuildResponse(it->second.by_rank));
       table_.erase(it);
     } else {
@@ -70,11 +88,27 @@ std::vector<Response> Coordinator::Add(std::vector<Request> requests,
     }
   }
   table_order_ = std::move(still_waiting);
+  if (joined_count_ == size_) {
+    Response join;
+    join.name = join_name_;
+    join.type = CollectiveType::kJoin;
+    join.root = last_joined_;
+    out.push_back(std::move(join));
+    joined_.assign(joined_.size(), false);
+    joined_count_ = 0;
+    last_joined_ = -1;
+  }
   return out;
 }
 
 Response Coordinator::BuildResponse(const std::vector<Request>& reqs) const {
-  const Request& first = reqs[0];
+  // The first rank that asked is the reference; ranks that did not ask have
+  // joined.
+  std::size_t ref = 0;
+  while (ref + 1 < reqs.size() && reqs[ref].name.empty()) ++ref;
+  const Request& first = reqs[ref];
+  const std::string ref_rank = std::to_string(ref);
+  std::vector<int> joined;
   Response resp;
   resp.name = first.name;
   resp.type = first.type;
@@ -89,12 +123,17 @@ Response Coordinator::BuildResponse(const std::vector<Request>& reqs) const {
     resp.kind = Response::Kind::kError;
     resp.first_dims.clear();
     resp.error = "mismatched " + what + " for tensor '" + first.name +
-                 "': rank 0 has " + a + ", rank " + std::to_string(rank) +
-                 " has " + b;
+                 "': rank " + ref_rank + " has " + a + ", rank " +
+                 std::to_string(rank) + " has " + b;
     return resp;
   };
-  for (int r = 1; r < static_cast<int>(reqs.size()); ++r) {
+  for (int r = 0; r < static_cast<int>(reqs.size()); ++r) {
     const Request& q = reqs[static_cast<std::size_t>(r)];
+    if (static_cast<std::size_t>(r) == ref) continue;
+    if (q.name.empty()) {
+      joined.push_back(r);
+      continue;
+    }
     if (q.type != first.type) {
       return fail("collective", std::string(CollectiveTypeName(first.type)), r,
                   std::string(CollectiveTypeName(q.type)));
@@ -103,7 +142,9 @@ Response Coordinator::BuildResponse(const std::vector<Request>& reqs) const {
       return fail("dtype", std::string(DataTypeName(first.dtype)), r,
                   std::string(DataTypeName(q.dtype)));
     }
-    if (first.type == CollectiveType::kAllreduce && q.op != first.op) {
+    if ((first.type == CollectiveType::kAllreduce ||
+         first.type == CollectiveType::kReducescatter) &&
+        q.op != first.op) {
       return fail("reduce op", std::string(ReduceOpName(first.op)), r,
                   std::string(ReduceOpName(q.op)));
     }
@@ -125,7 +166,8 @@ Response Coordinator::BuildResponse(const std::vector<Request>& reqs) const {
       };
       return fail("grouping", describe(first), r, describe(q));
     }
-    if (first.type == CollectiveType::kAllgather) {
+    if (first.type == CollectiveType::kAllgather ||
+        first.type == CollectiveType::kAlltoall) {
       const bool same_tail = q.shape.size() == first.shape.size() &&
                              !q.shape.empty() &&
                              std::equal(q.shape.begin() + 1, q.shape.end(),
@@ -136,6 +178,56 @@ Response Coordinator::BuildResponse(const std::vector<Request>& reqs) const {
       }
     } else if (q.shape != first.shape) {
       return fail("shape", ShapeString(first.shape), r, ShapeString(q.shape));
+    }
+  }
+  // Negotiated with ranks missing: no rank caches it (the joined ranks have
+  // no request to cache it with).
+  resp.joined = !joined.empty();
+  if (!joined.empty() && first.type != CollectiveType::kAllreduce &&
+      first.type != CollectiveType::kBarrier) {
+    resp.kind = Response::Kind::kError;
+    resp.error = std::string(CollectiveTypeName(first.type)) + " of tensor '" +
+                 first.name + "' is not supported while ranks have joined (" +
+                 RankList(joined) +
+                 " called join): only allreduce and barrier are";
+    return resp;
+  }
+  if (!joined.empty() && first.type == CollectiveType::kAllreduce) {
+    resp.shape = first.shape;
+  }
+  if (first.type == CollectiveType::kReducescatter) {
+    // Horovod's split: the first shape[0] % size ranks get one row more.
+    const std::int64_t rows = first.shape[0];
+    for (int r = 0; r < size_; ++r) {
+      resp.first_dims.push_back(rows / size_ + (r < rows % size_ ? 1 : 0));
+    }
+  }
+  if (first.type == CollectiveType::kAlltoall) {
+    // Row (s, d): what rank s sends rank d. What one rank receives must add
+    // up without overflow (what it sends was checked at enqueue).
+    resp.first_dims.assign(static_cast<std::size_t>(size_) * size_, 0);
+    for (int s = 0; s < size_; ++s) {
+      const Request& q = reqs[static_cast<std::size_t>(s)];
+      for (int d = 0; d < size_; ++d) {
+        resp.first_dims[static_cast<std::size_t>(s * size_ + d)] =
+            q.splits.empty() ? q.shape[0] / size_
+                             : q.splits[static_cast<std::size_t>(d)];
+      }
+    }
+    for (int d = 0; d < size_; ++d) {
+      std::int64_t rows = 0;
+      for (int s = 0; s < size_; ++s) {
+        if (__builtin_add_overflow(
+                rows, resp.first_dims[static_cast<std::size_t>(s * size_ + d)],
+                &rows)) {
+          resp.kind = Response::Kind::kError;
+          resp.first_dims.clear();
+          resp.error = "alltoall of tensor '" + first.name + "': rank " +
+                       std::to_string(d) +
+                       " would receive more than 2^63 - 1 rows";
+          return resp;
+        }
+      }
     }
   }
   if (first.type == CollectiveType::kBroadcast &&

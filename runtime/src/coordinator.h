@@ -34,7 +34,10 @@ class Coordinator {
   /// Adds requests (each names its rank); returns responses for tensors
   /// now requested by every rank, in the order they were first requested.
   /// `now` is rank 0's clock; a request's waited_seconds moves the start of
-  /// its wait back.
+  /// its wait back. A join request marks its rank joined: a tensor is then
+  /// ready once every rank that has not joined asked for it, and once every
+  /// rank joined the join's response (root: the last rank to join) comes
+  /// last.
   std::vector<Response> Add(std::vector<Request> requests, double now);
 
   /// Warnings for tensors waiting longer than the check time (again every
@@ -47,7 +50,8 @@ class Coordinator {
   std::size_t waiting() const { return table_.size(); }
 
   /// The response for one request per rank: run, or an error naming the
-  /// first disagreement with rank 0.
+  /// first disagreement with the first rank that asked. Ranks without a
+  /// request (an empty name) have joined.
   Response BuildResponse(const std::vector<Request>& by_rank) const;
 
  private:
@@ -61,6 +65,11 @@ class Coordinator {
   };
   int size_;
   StallSettings stall_;
+  /// Ranks that joined, until every rank did.
+  std::vector<bool> joined_;
+  int joined_count_ = 0;
+  int last_joined_ = -1;
+  std::string join_name_;
   std::unordered_map<std::string, TableEntry> table_;
   std::vector<std::string> table_order_;
 };

@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #endif
 
+#include "reduce.h"
 #include "runtime_impl.h"
 
 namespace hvdtune::internal {
@@ -107,6 +108,7 @@ void RuntimeImpl::GatherArrivals() {
 }
 
 bool RuntimeImpl::RunCycle(bool* stop) {
+  ApplyTimelineChange();
   const double start = RuntimeClock();
   std::optional<std::vector<std::uint8_t>> update;
   {
@@ -173,7 +175,12 @@ bool RuntimeImpl::RunCycle(bool* stop) {
     bus_.Emit(EventKind::kStall, &EventSink::OnStall, stall);
   }
   ready_entries_.clear();
+  std::size_t stand_ins = 0;
   for (const Response& r : result.ready) {
+    if (r.id == kNoTensorId) {
+      ready_entries_.push_back(StandIn(r, stand_ins++));
+      continue;
+    }
     TensorEntry& e = *slots_[r.id];
     e.negotiated = negotiated;
     ready_entries_.push_back(&e);
@@ -201,6 +208,35 @@ bool RuntimeImpl::RunCycle(bool* stop) {
   if (autotuner_) PollAutotuner();
   if (result.shutdown) *stop = true;
   return had_requests || !result.ready.empty();
+}
+
+TensorEntry* RuntimeImpl::StandIn(const Response& r, std::size_t i) {
+  if (stand_ins_.size() <= i) {
+    stand_ins_.push_back(std::make_unique<TensorEntry>());
+  }
+  TensorEntry& e = *stand_ins_[i];
+  Request& q = e.request;
+  q.name = r.name;
+  q.type = r.type;
+  q.dtype = r.dtype;
+  q.op = r.op;
+  q.root = r.root;
+  q.shape = r.shape;
+  q.group = r.group;
+  q.group_size = r.group_size;
+  q.device = false;
+  q.id = kNoTensorId;
+  const std::int64_t n = q.NumElements();
+  e.bytes = n * static_cast<std::int64_t>(DataTypeSize(q.dtype));
+  e.scratch.resize(static_cast<std::size_t>(2 * e.bytes));
+  FillNeutral(e.scratch.data(), n, q.dtype,
+              q.op == ReduceOp::kAverage ? ReduceOp::kSum : q.op);
+  e.input = e.scratch.data();
+  e.output = e.scratch.data() + e.bytes;
+  e.handle.reset();
+  e.part = 0;
+  e.enqueued = e.negotiated = RuntimeClock();
+  return &e;
 }
 
 void RuntimeImpl::PollAutotuner() {
@@ -246,6 +282,7 @@ void RuntimeImpl::Finish(TensorEntry& e, Status s, double started,
                          double collective_started,
                          double collective_finished) {
   ++tensors_this_cycle_;
+  if (e.request.id == kNoTensorId) return;  // a stand-in: nobody waits
   if (bus_.wants(EventKind::kTensor)) {
     TensorEvent t;
     t.name = e.request.name;
@@ -331,6 +368,7 @@ void RuntimeImpl::FailEverything(const Status& s) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = false;
+    timeline_cv_.notify_all();
     queued.swap(queue_);
     queued.resize(queue_size_);
     queue_size_ = 0;

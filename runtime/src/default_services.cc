@@ -25,16 +25,19 @@ Services DefaultServices(const RuntimeConfig& config) {
   // Metrics are kept on every rank (cheap counters); the endpoint serves
   // them only when HOROVOD_METRICS_PORT is set.
   const TelemetrySettings& t = config.telemetry;
+  std::shared_ptr<metrics::MetricsSink> metrics;
   if (t.metrics_port >= 0) {
-    s.sinks.push_back(std::make_shared<metrics::MetricsSink>(
-        metrics::MetricsOptions{t.metrics_port, t.metrics_address}));
+    metrics = std::make_shared<metrics::MetricsSink>(
+        metrics::MetricsOptions{t.metrics_port, t.metrics_address});
+    s.sinks.push_back(metrics);
   }
-  if (!t.timeline_path.empty()) {
+  // HOROVOD_TIMELINE's file and Runtime::StartTimeline's.
+  s.make_timeline = [](const std::string& path, bool mark_cycles) {
     timeline::TimelineOptions options;
-    options.path = t.timeline_path;
-    options.mark_cycles = t.timeline_mark_cycles;
-    s.sinks.push_back(std::make_shared<timeline::TimelineSink>(options));
-  }
+    options.path = path;
+    options.mark_cycles = mark_cycles;
+    return std::make_shared<timeline::TimelineSink>(options);
+  };
   if (config.autotune.enabled) {
     s.make_autotuner = MakeGpAutotuner;
     if (!config.autotune.log_path.empty()) {
@@ -45,8 +48,14 @@ Services DefaultServices(const RuntimeConfig& config) {
         !config.autotune.db_path.empty()) {
       // The config store: warm starts (unless the application brings its
       // own ConfigSource) and a record of every sample.
+      internal::ConfigStoreService::CountWrites count;
+      if (metrics) {
+        count = [metrics](const char* result, std::uint64_t n) {
+          metrics->CountStoreWrites(result, n);
+        };
+      }
       auto store = std::make_shared<internal::ConfigStoreService>(
-          config.autotune.db_path, config.autotune.store_mode);
+          config.autotune.db_path, config.autotune.store_mode, count);
       s.sinks.push_back(store);
       s.make_autotuner = [store](const TuningContext& ctx) {
         TuningContext with_store = ctx;
@@ -72,6 +81,7 @@ std::unique_ptr<internal::RuntimeImpl> FromEnvironment(RuntimeOptions options) {
     error = e.what();
   }
   config.tune_num_groups = options.tune_num_groups;
+  config.ranks = std::move(options.ranks);
   Services services = DefaultServices(config);
   for (auto& sink : options.sinks) services.sinks.push_back(std::move(sink));
   services.config_source = std::move(options.config_source);

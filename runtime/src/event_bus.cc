@@ -18,6 +18,11 @@ void EventBus::Attach(std::shared_ptr<EventSink> sink) {
   sinks_.push_back(std::move(sink));
 }
 
+void EventBus::Remove(const EventSink* sink) {
+  for (auto& list : by_kind_) std::erase(list, sink);
+  std::erase_if(sinks_, [&](const auto& s) { return s.get() == sink; });
+}
+
 void EventBus::Start(const RuntimeInfo& info) {
   rank_ = info.rank;
   for (std::size_t i = 0; i < sinks_.size(); ++i) {

@@ -38,6 +38,8 @@ class EventBus {
       }
     }
   }
+  /// Removes `sink` (no warning; nothing is called on it).
+  void Remove(const EventSink* sink);
   void Start(const RuntimeInfo& info);
   void Stop();
 

@@ -1,5 +1,6 @@
 #include "executor.h"
 
+#include <cstring>
 #include <iostream>
 
 #include "hvdtune/fusion.h"
@@ -7,6 +8,16 @@
 #include "reduce.h"
 
 namespace hvdtune::internal {
+namespace {
+
+// A tensor that finishes without a backend call.
+void FinishNow(ExecutionListener& listener, TensorEntry& e, Status s) {
+  const double now = RuntimeClock();
+  listener.Finish(e, std::move(s), now, now, 1, now, now);
+}
+
+}  // namespace
+
 Executor::Executor(const MpiContext& mpi, const MpiTypes& types, Backend& host,
                    Backend* device)
     : mpi_(mpi),
@@ -44,6 +55,18 @@ ExecutionTotals Executor::Run(const std::vector<Response>& ready,
       Broadcast(e, listener, totals);
     } else if (r.type == CollectiveType::kAllgather) {
       Allgather(e, r, knobs, listener, totals);
+    } else if (r.type == CollectiveType::kBarrier ||
+               r.type == CollectiveType::kJoin) {
+      // Nothing to move: the negotiation completed only once every rank
+      // had submitted it (or joined).
+      if (r.type == CollectiveType::kJoin) e.handle->last_joined_rank = r.root;
+      FinishNow(listener, e, Status::Ok());
+    } else if (r.type == CollectiveType::kAlltoall) {
+      Alltoall(e, r, listener, totals);
+    } else if (r.type == CollectiveType::kReducescatter) {
+      group.clear();
+      for (std::size_t i : g.members) group.push_back(entries[i]);
+      Reducescatter(group, listener, totals);
     } else {
       group.clear();
       for (std::size_t i : g.members) group.push_back(entries[i]);
@@ -188,20 +211,17 @@ void Executor::Allgather(TensorEntry& e, const Response& resp,
   }
   if (rows == 0) row = 0;
   if (overflow) {
-    const double now = RuntimeClock();
-    listener.Finish(
-        e,
-        Status::InvalidArgument("allgather of tensor '" + e.request.name +
-                                "': a row's size overflows"),
-        now, now, 1, now, now);
+    FinishNow(listener, e,
+              Status::InvalidArgument("allgather of tensor '" + e.request.name +
+                                      "': a row's size overflows"));
     return;
   }
   std::vector<std::int64_t> bytes_per_rank;
   for (std::int64_t dim : resp.first_dims) bytes_per_rank.push_back(dim * row);
-  HandleState& h = *e.handle;
-  h.output.assign(static_cast<std::size_t>(rows * row), 0);
-  h.output_shape = e.request.shape;
-  h.output_shape[0] = rows;
+  HandleState::Output& h = e.handle->outputs[static_cast<std::size_t>(e.part)];
+  h.bytes.assign(static_cast<std::size_t>(rows * row), 0);
+  h.shape = e.request.shape;
+  h.shape[0] = rows;
   Backend& b = e.request.device ? *device_ : host_;
   const bool hierarchical = !e.request.device && knobs.hierarchical_allgather();
   const double start = RuntimeClock();
@@ -209,10 +229,10 @@ void Executor::Allgather(TensorEntry& e, const Response& resp,
   if (rows * row > 0) {
     if (hierarchical) {
       s = hierarchical_allgather_.Run(Context(knobs), e.input,
-                                      e.request.shape[0] * row, h.output.data(),
+                                      e.request.shape[0] * row, h.bytes.data(),
                                       bytes_per_rank);
     } else {
-      s = b.Allgatherv(e.input, e.request.shape[0] * row, h.output.data(),
+      s = b.Allgatherv(e.input, e.request.shape[0] * row, h.bytes.data(),
                        bytes_per_rank);
     }
   }
@@ -222,6 +242,184 @@ void Executor::Allgather(TensorEntry& e, const Response& resp,
   listener.OnCollective(
       {CollectiveType::kAllgather, hierarchical ? "hierarchical" : "native",
        b.name(), e.request.dtype, rows * row, 1, start, end - start, s.ok()});
+  listener.Finish(e, s, start, end, 1, start, end);
+}
+
+namespace {
+
+// Elements of one row (all but the first dimension); 0 when a trailing
+// dimension is 0, whatever the others.
+std::int64_t RowElements(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (std::size_t d = 1; d < shape.size(); ++d) {
+    if (shape[d] == 0) return 0;
+  }
+  for (std::size_t d = 1; d < shape.size(); ++d) n *= shape[d];
+  return n;
+}
+
+// Rank r's rows of a tensor of `rows` rows over `size` ranks (Horovod's
+// split: the first rows % size ranks get one more).
+std::int64_t ShareOf(std::int64_t rows, int size, int r) {
+  return rows / size + (r < rows % size ? 1 : 0);
+}
+
+}  // namespace
+
+void Executor::Reducescatter(const std::vector<TensorEntry*>& group,
+                             ExecutionListener& listener,
+                             ExecutionTotals& totals) {
+  const Request& head = group.front()->request;
+  const DataType dtype = head.dtype;
+  const ReduceOp op = head.op;
+  const auto esize = static_cast<std::int64_t>(DataTypeSize(dtype));
+  const int size = mpi_.size, rank = mpi_.rank;
+  // Every size fits: each member's whole tensor passed the enqueue check.
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(size), 0);
+  std::int64_t total = 0;
+  for (TensorEntry* e : group) {
+    const std::int64_t rows =
+        e->request.NumElements() == 0 ? 0 : e->request.shape[0];
+    const std::int64_t row = rows == 0 ? 0 : RowElements(e->request.shape);
+    for (int r = 0; r < size; ++r) {
+      counts[static_cast<std::size_t>(r)] += ShareOf(rows, size, r) * row;
+    }
+    total += rows * row;
+    HandleState::Output& out =
+        e->handle->outputs[static_cast<std::size_t>(e->part)];
+    out.shape = e->request.shape;
+    out.shape[0] = ShareOf(e->request.shape[0], size, rank);
+    out.bytes.assign(
+        static_cast<std::size_t>(ShareOf(rows, size, rank) * row * esize), 0);
+  }
+  Backend& b = head.device && device_ ? *device_ : host_;
+  const double start = RuntimeClock();
+  Status s;
+  double reduce_start = start, reduce_end = start;
+  if (total > 0) {
+    const void* in = group.front()->input;
+    void* out =
+        group.front()
+            ->handle->outputs[static_cast<std::size_t>(group.front()->part)]
+            .bytes.data();
+    if (group.size() > 1) {
+      // Block r: rank r's rows of each member in turn.
+      scatter_in_.resize(static_cast<std::size_t>(total * esize));
+      scatter_out_.resize(static_cast<std::size_t>(
+          counts[static_cast<std::size_t>(rank)] * esize));
+      std::uint8_t* dst = scatter_in_.data();
+      std::vector<std::int64_t> offset(group.size(), 0);  // bytes
+      for (int r = 0; r < size; ++r) {
+        for (std::size_t t = 0; t < group.size(); ++t) {
+          const Request& q = group[t]->request;
+          const std::int64_t rows = q.NumElements() == 0 ? 0 : q.shape[0];
+          const std::int64_t n =
+              rows == 0 ? 0
+                        : ShareOf(rows, size, r) * RowElements(q.shape) * esize;
+          if (n > 0) {
+            std::memcpy(
+                dst,
+                static_cast<const std::uint8_t*>(group[t]->input) + offset[t],
+                static_cast<std::size_t>(n));
+          }
+          dst += n;
+          offset[t] += n;
+        }
+      }
+      in = scatter_in_.data();
+      out = scatter_out_.data();
+    }
+    const ReduceOp wire = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+    reduce_start = RuntimeClock();
+    s = b.Reducescatter(in, out, counts, dtype, wire);
+    reduce_end = RuntimeClock();
+    const std::int64_t mine = counts[static_cast<std::size_t>(rank)];
+    if (s.ok() && op == ReduceOp::kAverage) DivideBy(out, mine, dtype, size);
+    if (s.ok() && group.size() > 1) {
+      const std::uint8_t* src = scatter_out_.data();
+      for (TensorEntry* e : group) {
+        auto& bytes =
+            e->handle->outputs[static_cast<std::size_t>(e->part)].bytes;
+        if (!bytes.empty()) std::memcpy(bytes.data(), src, bytes.size());
+        src += bytes.size();
+      }
+    }
+  }
+  const double end = RuntimeClock();
+  const std::int64_t bytes = total * esize;
+  ++totals.collectives;
+  totals.bytes += bytes;
+  if (group.size() > 1) totals.fused_bytes += bytes;
+  const int n = static_cast<int>(group.size());
+  listener.OnCollective({CollectiveType::kReducescatter, "native", b.name(),
+                         dtype, bytes, n, start, end - start, s.ok()});
+  for (TensorEntry* e : group) {
+    listener.Finish(*e, s, start, end, n, reduce_start, reduce_end);
+  }
+}
+
+void Executor::Alltoall(TensorEntry& e, const Response& resp,
+                        ExecutionListener& listener, ExecutionTotals& totals) {
+  const int size = mpi_.size, rank = mpi_.rank;
+  const auto esize = static_cast<std::int64_t>(DataTypeSize(e.request.dtype));
+  // Rank 0 checked that every rank's received rows add up. A row's bytes
+  // fit where some rank has rows (its enqueue check passed); with no rows
+  // anywhere nothing moves.
+  std::int64_t any_rows = 0;
+  for (std::int64_t v : resp.first_dims) any_rows |= v;
+  std::int64_t row = 0;
+  bool overflow = false;
+  if (any_rows != 0) {
+    row = esize;
+    for (std::size_t d = 1; d < e.request.shape.size(); ++d) {
+      if (e.request.shape[d] == 0) row = 0;
+    }
+    for (std::size_t d = 1; row > 0 && d < e.request.shape.size(); ++d) {
+      overflow =
+          overflow || __builtin_mul_overflow(row, e.request.shape[d], &row);
+    }
+  }
+  std::vector<std::int64_t> send(static_cast<std::size_t>(size)),
+      recv(static_cast<std::size_t>(size));
+  HandleState::Output& out =
+      e.handle->outputs[static_cast<std::size_t>(e.part)];
+  out.received_splits.assign(static_cast<std::size_t>(size), 0);
+  std::int64_t rows = 0, recv_bytes = 0;
+  for (int r = 0; r < size; ++r) {
+    const std::int64_t to =
+        resp.first_dims[static_cast<std::size_t>(rank * size + r)];
+    const std::int64_t from =
+        resp.first_dims[static_cast<std::size_t>(r * size + rank)];
+    out.received_splits[static_cast<std::size_t>(r)] = from;
+    rows += from;
+    overflow =
+        overflow ||
+        __builtin_mul_overflow(to, row, &send[static_cast<std::size_t>(r)]) ||
+        __builtin_mul_overflow(from, row, &recv[static_cast<std::size_t>(r)]) ||
+        __builtin_add_overflow(recv_bytes, recv[static_cast<std::size_t>(r)],
+                               &recv_bytes);
+  }
+  if (overflow) {
+    FinishNow(listener, e,
+              Status::InvalidArgument("alltoall of tensor '" + e.request.name +
+                                      "': the rows received overflow"));
+    return;
+  }
+  out.shape = e.request.shape;
+  out.shape[0] = rows;
+  out.bytes.assign(static_cast<std::size_t>(recv_bytes), 0);
+  Backend& b = e.request.device && device_ ? *device_ : host_;
+  const double start = RuntimeClock();
+  Status s;
+  if (any_rows != 0 && row > 0) {
+    s = b.Alltoallv(e.input, send, out.bytes.data(), recv);
+  }
+  const double end = RuntimeClock();
+  ++totals.collectives;
+  totals.bytes += recv_bytes;
+  listener.OnCollective({CollectiveType::kAlltoall, "native", b.name(),
+                         e.request.dtype, recv_bytes, 1, start, end - start,
+                         s.ok()});
   listener.Finish(e, s, start, end, 1, start, end);
 }
 

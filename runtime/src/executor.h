@@ -69,6 +69,12 @@ class Executor {
   void Allgather(TensorEntry& e, const Response& resp,
                  const KnobSettings& knobs, ExecutionListener& listener,
                  ExecutionTotals& totals);
+  /// Fused like allreduce: rank r's rows of every member, member after
+  /// member, form block r of one backend reducescatter.
+  void Reducescatter(const std::vector<TensorEntry*>& group,
+                     ExecutionListener& listener, ExecutionTotals& totals);
+  void Alltoall(TensorEntry& e, const Response& resp,
+                ExecutionListener& listener, ExecutionTotals& totals);
   AlgorithmContext Context(const KnobSettings& knobs) const {
     return {host_, mpi_, types_, knobs, device_};
   }
@@ -81,6 +87,9 @@ class Executor {
   HierarchicalAllgather hierarchical_allgather_;
   FusionBuffer fusion_buffer_;
   std::vector<FusedMember> members_;
+  /// Reducescatter's fused input and output (kept between calls).
+  std::vector<std::uint8_t> scatter_in_;
+  std::vector<std::uint8_t> scatter_out_;
   std::vector<FusionItem> items_;
   bool warned_device_fallback_ = false;
 };

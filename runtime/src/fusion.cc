@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 namespace hvdtune::internal {
@@ -9,17 +10,20 @@ namespace hvdtune::internal {
 std::vector<FusionGroup> PlanFusion(const std::vector<FusionItem>& items,
                                     std::int64_t threshold, bool look_ahead) {
   std::vector<FusionGroup> done;
-  // Open group per (dtype, op).
-  std::map<std::pair<int, int>, FusionGroup> open;
+  // Open group per (collective, dtype, op).
+  std::map<std::tuple<int, int, int>, FusionGroup> open;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const FusionItem& it = items[i];
-    if (it.error || it.device || it.type != CollectiveType::kAllreduce ||
-        threshold <= 0 || it.bytes >= threshold) {
+    const bool reduction = it.type == CollectiveType::kAllreduce ||
+                           it.type == CollectiveType::kReducescatter;
+    if (it.error || it.device || !reduction || threshold <= 0 ||
+        it.bytes >= threshold) {
       done.push_back({{i}, it.bytes});
       continue;
     }
     const auto key =
-        std::make_pair(static_cast<int>(it.dtype), static_cast<int>(it.op));
+        std::make_tuple(static_cast<int>(it.type), static_cast<int>(it.dtype),
+                        static_cast<int>(it.op));
     if (!look_ahead) {
       // Close every other open buffer: only one may be open at a time.
       for (auto& [other, og] : open) {

@@ -85,8 +85,17 @@ struct HandleState {
   /// Set by a thread about to sleep on this handle (see CompletionSignal).
   std::atomic<bool> waited{false};
   Status status = Status::InProgress();
-  std::vector<std::uint8_t> output;
-  std::vector<std::int64_t> output_shape;
+  /// What a collective returns besides its status, per member of the
+  /// submission (allgather, reducescatter, alltoall); empty for the others.
+  struct Output {
+    std::vector<std::uint8_t> bytes;
+    std::vector<std::int64_t> shape;
+    /// Alltoall: the rows received from each rank.
+    std::vector<std::int64_t> received_splits;
+  };
+  std::vector<Output> outputs;
+  /// Join: the rank that joined last.
+  std::int32_t last_joined_rank = -1;
   /// Tensors still to finish (a grouped allreduce shares one state).
   int parts_left = 1;
   Status first_error;

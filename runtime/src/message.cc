@@ -24,7 +24,7 @@ bool Request::SameSignature(const Request& o) const {
 bool Request::SameSignatureButName(const Request& o) const {
   return type == o.type && dtype == o.dtype && op == o.op && root == o.root &&
          shape == o.shape && group == o.group && group_size == o.group_size &&
-         device == o.device;
+         splits == o.splits && device == o.device;
 }
 
 void Writer::Raw(const void* p, std::size_t n) {
@@ -110,6 +110,7 @@ void Serialize(const Request& r, Writer& w) {
   w.I64s(r.shape);
   w.Str(r.group);
   w.I32(r.group_size);
+  w.I64s(r.splits);
   w.U8(r.device ? 1 : 0);
   w.F64(r.waited_seconds);
 }
@@ -117,7 +118,8 @@ void Serialize(const Request& r, Writer& w) {
 Request DeserializeRequest(Reader& rd) {
   Request r;
   r.name = rd.Str();
-  r.type = CheckedEnum<CollectiveType>(rd.U8(), 3, "collective type");
+  r.type = CheckedEnum<CollectiveType>(rd.U8(), kNumCollectiveTypes,
+                                       "collective type");
   r.dtype = CheckedEnum<DataType>(rd.U8(), kNumDataTypes, "data type");
   r.op = CheckedEnum<ReduceOp>(rd.U8(), kNumReduceOps, "reduce op");
   r.root = rd.I32();
@@ -125,6 +127,7 @@ Request DeserializeRequest(Reader& rd) {
   r.shape = rd.I64s();
   r.group = rd.Str();
   r.group_size = rd.I32();
+  r.splits = rd.I64s();
   r.device = rd.U8() != 0;
   r.waited_seconds = rd.F64();
   return r;
@@ -138,6 +141,8 @@ void Serialize(const Response& r, Writer& w) {
   w.U8(static_cast<std::uint8_t>(r.op));
   w.I32(r.root);
   w.I64s(r.first_dims);
+  w.I64s(r.shape);
+  w.U8(r.joined ? 1 : 0);
   w.Str(r.error);
   w.Str(r.group);
   w.I32(r.group_size);
@@ -149,11 +154,14 @@ Response DeserializeResponse(Reader& rd) {
   Response r;
   r.kind = CheckedEnum<Response::Kind>(rd.U8(), 2, "response kind");
   r.name = rd.Str();
-  r.type = CheckedEnum<CollectiveType>(rd.U8(), 3, "collective type");
+  r.type = CheckedEnum<CollectiveType>(rd.U8(), kNumCollectiveTypes,
+                                       "collective type");
   r.dtype = CheckedEnum<DataType>(rd.U8(), kNumDataTypes, "data type");
   r.op = CheckedEnum<ReduceOp>(rd.U8(), kNumReduceOps, "reduce op");
   r.root = rd.I32();
   r.first_dims = rd.I64s();
+  r.shape = rd.I64s();
+  r.joined = rd.U8() != 0;
   r.error = rd.Str();
   r.group = rd.Str();
   r.group_size = rd.I32();

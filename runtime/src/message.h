@@ -26,9 +26,11 @@ struct Request {
   std::int32_t root = 0;
   std::int32_t rank = 0;
   std::vector<std::int64_t> shape;
-  /// Grouped allreduce: the group's name and member count (0 = no group).
+  /// Grouped collectives: the group's name and member count (0 = no group).
   std::string group;
   std::int32_t group_size = 0;
+  /// Alltoall: rows this rank sends to each rank (empty: an even split).
+  std::vector<std::int64_t> splits;
   /// The buffers are CUDA device memory (NCCL backend).
   bool device = false;
   /// Seconds this rank had already waited for the tensor to be ready
@@ -55,8 +57,14 @@ struct Response {
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   std::int32_t root = 0;
-  /// Allgather: every rank's first dimension, in rank order.
+  /// Allgather: every rank's first dimension, in rank order. Reducescatter:
+  /// the rows each rank receives. Alltoall: the rows rank s sends to rank d
+  /// at s * size + d. Join: empty.
   std::vector<std::int64_t> first_dims;
+  /// Negotiated while some ranks had joined (never cached). For an
+  /// allreduce, `shape` lets them take part with neutral elements.
+  std::vector<std::int64_t> shape;
+  bool joined = false;
   std::string error;
   std::string group;
   std::int32_t group_size = 0;

@@ -1,6 +1,8 @@
 #include "reduce.h"
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -213,6 +215,65 @@ void DivideBy(void* buf, std::int64_t count, DataType dtype, int divisor) {
       break;
     case DataType::kBool:
       break;  // never averaged (refused at enqueue)
+  }
+}
+
+namespace {
+
+template <typename T>
+void FillTyped(void* buf, std::int64_t n, ReduceOp op) {
+  T v{};
+  if (op == ReduceOp::kProduct) {
+    v = T{1};
+  } else if (op == ReduceOp::kMin) {
+    v = std::numeric_limits<T>::has_infinity
+            ? std::numeric_limits<T>::infinity()
+            : std::numeric_limits<T>::max();
+  } else if (op == ReduceOp::kMax) {
+    v = std::numeric_limits<T>::has_infinity
+            ? -std::numeric_limits<T>::infinity()
+            : std::numeric_limits<T>::lowest();
+  }
+  std::fill_n(static_cast<T*>(buf), n, v);
+}
+
+}  // namespace
+
+void FillNeutral(void* buf, std::int64_t count, DataType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DataType::kUInt8:
+    case DataType::kBool:
+      FillTyped<std::uint8_t>(buf, count, op);
+      break;
+    case DataType::kInt8:
+      FillTyped<std::int8_t>(buf, count, op);
+      break;
+    case DataType::kInt16:
+      FillTyped<std::int16_t>(buf, count, op);
+      break;
+    case DataType::kInt32:
+      FillTyped<std::int32_t>(buf, count, op);
+      break;
+    case DataType::kInt64:
+      FillTyped<std::int64_t>(buf, count, op);
+      break;
+    case DataType::kFloat32:
+      FillTyped<float>(buf, count, op);
+      break;
+    case DataType::kFloat64:
+      FillTyped<double>(buf, count, op);
+      break;
+    case DataType::kFloat16:
+    case DataType::kBFloat16: {
+      const bool half = dtype == DataType::kFloat16;
+      float f = 0;
+      if (op == ReduceOp::kProduct) f = 1;
+      if (op == ReduceOp::kMin) f = std::numeric_limits<float>::infinity();
+      if (op == ReduceOp::kMax) f = -std::numeric_limits<float>::infinity();
+      const std::uint16_t bits = half ? FloatToHalf(f) : FloatToBFloat16(f);
+      std::fill_n(static_cast<std::uint16_t*>(buf), count, bits);
+      break;
+    }
   }
 }
 

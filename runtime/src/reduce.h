@@ -16,4 +16,9 @@ void ReduceInto(void* dst, const void* src, std::int64_t count, DataType dtype,
 /// buf[i] /= divisor (integers truncate toward zero).
 void DivideBy(void* buf, std::int64_t count, DataType dtype, int divisor);
 
+/// Fills `count` elements with the identity of `op`: 0 for sum and average,
+/// 1 for product, the largest value (infinity for floats) for min, the
+/// smallest for max.
+void FillNeutral(void* buf, std::int64_t count, DataType dtype, ReduceOp op);
+
 }  // namespace hvdtune

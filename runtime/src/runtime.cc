@@ -126,6 +126,56 @@ std::string CheckAllgatherArgs(std::string_view name, const void* input,
   return err;
 }
 
+std::string CheckReducescatterArgs(std::string_view name, const void* input,
+                                   std::span<const std::int64_t> shape,
+                                   DataType dtype, ReduceOp op) {
+  // The output is the runtime's: only the input's buffer is the caller's.
+  std::string err = CheckAllreduceArgs(name, input, input, shape, dtype, op);
+  if (err.empty() && shape.empty()) {
+    err = "reducescatter of tensor '" + std::string(name) +
+          "' needs at least one dimension";
+  }
+  return err;
+}
+
+std::string CheckAlltoallArgs(std::string_view name, const void* input,
+                              std::span<const std::int64_t> shape,
+                              DataType dtype,
+                              std::span<const std::int64_t> splits,
+                              int world_size) {
+  const std::int64_t max = kMaxBytes / std::max(world_size, 1);
+  std::string err = CheckTensor(name, input, shape, dtype, max);
+  if (!err.empty()) return err;
+  const std::string tensor = "alltoall of tensor '" + std::string(name) + "'";
+  if (shape.empty()) return tensor + " needs at least one dimension";
+  if (splits.empty()) {
+    if (shape[0] % world_size != 0) {
+      return tensor + ": without splits the first dimension (" +
+             std::to_string(shape[0]) +
+             ") must be divisible by the number of ranks (" +
+             std::to_string(world_size) + ")";
+    }
+    return {};
+  }
+  if (static_cast<int>(splits.size()) != world_size) {
+    return tensor + " has " + std::to_string(splits.size()) +
+           " splits; it needs one per rank (" + std::to_string(world_size) +
+           ")";
+  }
+  std::int64_t sum = 0;
+  for (std::int64_t s : splits) {
+    if (s < 0) {
+      return tensor + ": negative split " + std::to_string(s);
+    }
+    if (__builtin_add_overflow(sum, s, &sum)) break;
+  }
+  if (sum != shape[0]) {
+    return tensor + ": the splits add up to " + std::to_string(sum) +
+           " rows, not the first dimension " + std::to_string(shape[0]);
+  }
+  return {};
+}
+
 }  // namespace internal
 
 using internal::EntrySpec;
@@ -135,6 +185,10 @@ namespace {
 
 const std::vector<std::uint8_t> kNoOutput;
 const std::vector<std::int64_t> kNoShape;
+// The barrier's and the join's tensor names: one of each in flight per rank.
+constexpr std::string_view kBarrierName = "hvdtune.barrier";
+constexpr std::string_view kJoinName = "hvdtune.join";
+constexpr std::int64_t kEmptyShape[] = {0};
 
 Handle Failed(Status s) {
   auto state = std::make_shared<HandleState>();
@@ -196,12 +250,32 @@ Status Handle::status() const {
   return Status::InProgress();
 }
 
-const std::vector<std::uint8_t>& Handle::output() const {
-  return state_ ? state_->output : kNoOutput;
-}
+const std::vector<std::uint8_t>& Handle::output() const { return output(0); }
 
 const std::vector<std::int64_t>& Handle::output_shape() const {
-  return state_ ? state_->output_shape : kNoShape;
+  return output_shape(0);
+}
+
+std::size_t Handle::num_outputs() const {
+  return state_ ? state_->outputs.size() : 0;
+}
+
+const std::vector<std::uint8_t>& Handle::output(std::size_t i) const {
+  return i < num_outputs() ? state_->outputs[i].bytes : kNoOutput;
+}
+
+const std::vector<std::int64_t>& Handle::output_shape(std::size_t i) const {
+  return i < num_outputs() ? state_->outputs[i].shape : kNoShape;
+}
+
+const std::vector<std::int64_t>& Handle::received_splits() const {
+  return num_outputs() > 0 ? state_->outputs[0].received_splits : kNoShape;
+}
+
+int Handle::last_joined_rank() const {
+  return state_ && state_->done.load(std::memory_order_acquire)
+             ? state_->last_joined_rank
+             : -1;
 }
 
 Runtime::Runtime(RuntimeConfig config, Services services)
@@ -212,6 +286,7 @@ Runtime::~Runtime() = default;
 
 void Runtime::Shutdown() { impl_->Shutdown(); }
 bool Runtime::running() const { return impl_->running(); }
+bool Runtime::shut_down() const { return impl_->shut_down(); }
 int Runtime::rank() const { return impl_->mpi().rank; }
 int Runtime::size() const { return impl_->mpi().size; }
 int Runtime::local_rank() const { return impl_->mpi().local_rank; }
@@ -289,9 +364,106 @@ Handle Runtime::Allgather(std::string_view name, const void* input,
   return Enqueue(std::span<const EntrySpec>(&spec, 1));
 }
 
+Handle Runtime::Barrier() {
+  const EntrySpec spec = Spec(kBarrierName, CollectiveType::kBarrier,
+                              DataType::kUInt8, kEmptyShape, nullptr, nullptr);
+  return Enqueue(std::span<const EntrySpec>(&spec, 1));
+}
+
+Handle Runtime::Join() {
+  const EntrySpec spec = Spec(kJoinName, CollectiveType::kJoin,
+                              DataType::kUInt8, kEmptyShape, nullptr, nullptr);
+  return Enqueue(std::span<const EntrySpec>(&spec, 1));
+}
+
+Handle Runtime::Reducescatter(std::string_view name, const void* input,
+                              std::span<const std::int64_t> shape,
+                              DataType dtype, ReduceOp op) {
+  const std::string err =
+      internal::CheckReducescatterArgs(name, input, shape, dtype, op);
+  if (!err.empty()) return Failed(Status::InvalidArgument(err));
+  EntrySpec spec =
+      Spec(name, CollectiveType::kReducescatter, dtype, shape, input, nullptr);
+  spec.op = op;
+  return Enqueue(std::span<const EntrySpec>(&spec, 1));
+}
+
+Handle Runtime::Alltoall(std::string_view name, const void* input,
+                         std::span<const std::int64_t> shape, DataType dtype,
+                         std::span<const std::int64_t> splits) {
+  const std::string err =
+      internal::CheckAlltoallArgs(name, input, shape, dtype, splits, size());
+  if (!err.empty()) return Failed(Status::InvalidArgument(err));
+  EntrySpec spec =
+      Spec(name, CollectiveType::kAlltoall, dtype, shape, input, nullptr);
+  spec.splits = splits;
+  return Enqueue(std::span<const EntrySpec>(&spec, 1));
+}
+
+namespace {
+
+// A grouped allgather's or reducescatter's members as submissions; "" or
+// the reason they are refused.
+std::string GroupSpecs(const std::string& group, CollectiveType type,
+                       std::span<const InputTensor> tensors, ReduceOp op,
+                       int world_size, std::vector<EntrySpec>* specs) {
+  const std::string what(CollectiveTypeName(type));
+  if (group.empty()) return "group name must not be empty";
+  if (tensors.empty()) {
+    return "grouped " + what + " '" + group + "' has no tensors";
+  }
+  std::unordered_set<std::string> names;
+  for (const InputTensor& t : tensors) {
+    std::string err = type == CollectiveType::kAllgather
+                          ? internal::CheckAllgatherArgs(
+                                t.name, t.input, t.shape, t.dtype, world_size)
+                          : internal::CheckReducescatterArgs(
+                                t.name, t.input, t.shape, t.dtype, op);
+    if (!err.empty()) return err;
+    if (!names.insert(t.name).second) {
+      return "tensor '" + t.name + "' appears twice in group '" + group + "'";
+    }
+  }
+  specs->reserve(tensors.size());
+  for (const InputTensor& t : tensors) {
+    EntrySpec& spec = specs->emplace_back(
+        Spec(t.name, type, t.dtype, t.shape, t.input, nullptr));
+    spec.op = op;
+    spec.group = group;
+    spec.group_size = static_cast<std::int32_t>(tensors.size());
+  }
+  return {};
+}
+
+}  // namespace
+
+Handle Runtime::GroupedReducescatter(std::string group,
+                                     std::span<const InputTensor> tensors,
+                                     ReduceOp op) {
+  std::vector<EntrySpec> specs;
+  const std::string err = GroupSpecs(group, CollectiveType::kReducescatter,
+                                     tensors, op, size(), &specs);
+  if (!err.empty()) return Failed(Status::InvalidArgument(err));
+  return Enqueue(specs);
+}
+
+Handle Runtime::GroupedAllgather(std::string group,
+                                 std::span<const InputTensor> tensors) {
+  std::vector<EntrySpec> specs;
+  const std::string err = GroupSpecs(group, CollectiveType::kAllgather, tensors,
+                                     ReduceOp::kSum, size(), &specs);
+  if (!err.empty()) return Failed(Status::InvalidArgument(err));
+  return Enqueue(specs);
+}
+
 Handle Runtime::Enqueue(std::span<const EntrySpec> specs) {
   return impl_->Enqueue(specs);
 }
+
+Status Runtime::StartTimeline(const std::string& path, bool mark_cycles) {
+  return impl_->StartTimeline(path, mark_cycles);
+}
+Status Runtime::StopTimeline() { return impl_->StopTimeline(); }
 
 KnobSettings Runtime::knobs() const { return impl_->knobs(); }
 std::array<bool, kNumKnobs> Runtime::pinned_knobs() const {

@@ -27,7 +27,7 @@ double CoarseRuntimeClock() {
 RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
                          std::string config_error)
     : config_(std::move(config)) {
-  mpi_ = MpiContext::Create();
+  mpi_ = MpiContext::Create(config_.ranks);
   try {
     // Before the node split: HVDTUNE_RANKS_PER_NODE decides which
     // collective that is, so the ranks must agree on it first.
@@ -57,10 +57,22 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
                     config_.settings.stall_shutdown_seconds});
   executor_ = std::make_unique<Executor>(mpi_, *types_, *backend_, nccl_.get());
   for (auto& sink : services.sinks) bus_.Attach(std::move(sink));
+  make_timeline_ = std::move(services.make_timeline);
+  if (!config_.telemetry.timeline_path.empty() && make_timeline_) {
+    try {
+      timeline_ = make_timeline_(config_.telemetry.timeline_path,
+                                 config_.telemetry.timeline_mark_cycles);
+      bus_.Attach(timeline_);
+    } catch (const std::exception& e) {
+      std::cerr << "[hvdtune rank " << mpi_.rank
+                << "] WARNING: no timeline: " << e.what() << std::endl;
+    }
+  }
   if (config_.autotune.enabled && mpi_.rank == 0) StartAutotuner(services);
   RuntimeInfo info{mpi_.rank,       mpi_.size,          mpi_.local_rank,
                    mpi_.local_size, mpi_.cross_rank,    mpi_.cross_size,
                    knobs_,          MpiLibraryVersion()};
+  info_ = info;
   bus_.Start(info);
   precise_enqueue_times_ = bus_.wants(EventKind::kTensor);
   running_ = true;
@@ -90,6 +102,7 @@ void RuntimeImpl::StartAutotuner(const Services& services) {
 RuntimeImpl::~RuntimeImpl() { Shutdown(); }
 
 void RuntimeImpl::Shutdown() {
+  shut_down_locally_ = true;
   std::lock_guard<std::mutex> lock(shutdown_mu_);
   if (shut_down_) return;
   shut_down_ = true;
@@ -129,7 +142,8 @@ namespace {
 // Every field, since the entry is reused: the name and shape keep their
 // buffers' capacity from earlier submissions.
 void Fill(const EntrySpec& spec, TensorId id, bool device, double now,
-          const std::shared_ptr<HandleState>& state, TensorEntry* e) {
+          const std::shared_ptr<HandleState>& state, std::int32_t part,
+          TensorEntry* e) {
   Request& r = e->request;
   r.name.assign(spec.name);
   r.type = spec.type;
@@ -140,6 +154,7 @@ void Fill(const EntrySpec& spec, TensorId id, bool device, double now,
   r.shape.assign(spec.shape.begin(), spec.shape.end());
   r.group.assign(spec.group);
   r.group_size = spec.group_size;
+  r.splits.assign(spec.splits.begin(), spec.splits.end());
   r.device = device;
   r.waited_seconds = 0;
   r.enqueued = now;
@@ -148,6 +163,7 @@ void Fill(const EntrySpec& spec, TensorId id, bool device, double now,
   e->input = spec.input;
   e->output = spec.output;
   e->handle = state;
+  e->part = part;
   e->enqueued = now;
   e->negotiated = 0;
 }
@@ -211,6 +227,13 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
     queue_[first + i]->request.id = id;
   }
   state->parts_left = static_cast<int>(specs.size());
+  const CollectiveType type =
+      specs.empty() ? CollectiveType::kAllreduce : specs.front().type;
+  if (type == CollectiveType::kAllgather ||
+      type == CollectiveType::kReducescatter ||
+      type == CollectiveType::kAlltoall) {
+    state->outputs.resize(specs.size());
+  }
   // Nothing of this rank queued or in flight: the cycle thread may be
   // sleeping out the rest of a cycle_time; wake it so a lone collective
   // does not wait for the timer (rank peers wake the same way, or are
@@ -227,7 +250,8 @@ Handle RuntimeImpl::Enqueue(std::span<const EntrySpec> specs) {
   if (wake) arrival_enqueued_ = enqueued;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     TensorEntry& e = *queue_[first + i];
-    Fill(specs[i], e.request.id, e.request.device, now, state, &e);
+    Fill(specs[i], e.request.id, e.request.device, now, state,
+         static_cast<std::int32_t>(i), &e);
   }
   queue_size_ = first + specs.size();
   lock.unlock();
@@ -276,6 +300,86 @@ RuntimeStats RuntimeImpl::stats() const {
   RuntimeStats s = stats_;
   s.knob_version = knob_version_;
   return s;
+}
+
+Status RuntimeImpl::SwapTimeline(std::shared_ptr<EventSink> next,
+                                 std::shared_ptr<EventSink>* previous) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!running_) {
+    return Status::Aborted("hvdtune runtime is not running");
+  }
+  next_timeline_ = std::move(next);
+  timeline_change_ = true;
+  // Wake an idle cycle thread: the change applies at its next cycle.
+  idle_arrival_ = true;
+  work_cv_.notify_one();
+  timeline_cv_.wait(lock, [&] { return !timeline_change_ || !running_; });
+  if (timeline_change_) {
+    // The loop stopped first: the bus stops every sink at shutdown.
+    timeline_change_ = false;
+    next_timeline_.reset();
+    return Status::Aborted("hvdtune runtime stopped");
+  }
+  *previous = std::move(next_timeline_);  // the one swapped out
+  return Status::Ok();
+}
+
+void RuntimeImpl::ApplyTimelineChange() {
+  std::shared_ptr<EventSink> next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!timeline_change_) return;
+    next = std::move(next_timeline_);
+  }
+  std::shared_ptr<EventSink> previous = std::move(timeline_);
+  if (previous) bus_.Remove(previous.get());
+  if (next) bus_.Attach(next);
+  timeline_ = std::move(next);
+  precise_enqueue_times_ = bus_.wants(EventKind::kTensor);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next_timeline_ = std::move(previous);
+    timeline_change_ = false;
+  }
+  timeline_cv_.notify_all();
+}
+
+Status RuntimeImpl::StartTimeline(const std::string& path, bool mark_cycles) {
+  if (path.empty()) {
+    return Status::InvalidArgument("timeline path must not be empty");
+  }
+  if (!make_timeline_) {
+    return Status::InvalidArgument(
+        "this runtime has no timeline module (built from Services without "
+        "make_timeline; hvdtune::runtime's Runtime(RuntimeOptions) has one)");
+  }
+  std::lock_guard<std::mutex> one(timeline_mu_);
+  std::shared_ptr<EventSink> sink;
+  try {
+    sink = make_timeline_(path, mark_cycles);
+    sink->OnStart(info_);  // opens the file (rank 0)
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument("cannot start the timeline '" + path +
+                                   "': " + e.what());
+  }
+  std::shared_ptr<EventSink> previous;
+  Status s = SwapTimeline(sink, &previous);
+  if (!s.ok()) {
+    sink->OnStop();
+    return s;
+  }
+  if (previous) previous->OnStop();
+  return Status::Ok();
+}
+
+Status RuntimeImpl::StopTimeline() {
+  std::lock_guard<std::mutex> one(timeline_mu_);
+  std::shared_ptr<EventSink> previous;
+  const Status s = SwapTimeline(nullptr, &previous);
+  // Stopped runtime: its sinks were (or will be) stopped by Shutdown.
+  if (!s.ok()) return Status::Ok();
+  if (previous) previous->OnStop();
+  return Status::Ok();
 }
 
 }  // namespace hvdtune::internal

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,7 +40,11 @@ class RuntimeImpl final : public ExecutionListener {
   ~RuntimeImpl() override;
 
   void Shutdown();
+  Status StartTimeline(const std::string& path, bool mark_cycles);
+  Status StopTimeline();
   bool running() const { return running_.load(); }
+  /// Shutdown() was called on this rank.
+  bool shut_down() const { return shut_down_locally_.load(); }
   const MpiContext& mpi() const { return mpi_; }
   const RuntimeConfig& config() const { return config_; }
 
@@ -80,6 +85,9 @@ class RuntimeImpl final : public ExecutionListener {
   void PollAutotuner();
   void ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes);
   void FailEverything(const Status& s);
+  /// Stand-in number i of this cycle for another rank's allreduce while
+  /// this rank has joined: neutral input, discarded output.
+  TensorEntry* StandIn(const Response& r, std::size_t i);
 
   RuntimeConfig config_;
   MpiContext mpi_;
@@ -102,7 +110,24 @@ class RuntimeImpl final : public ExecutionListener {
   /// from the precise clock. Otherwise only the stall checks read them, in
   /// seconds, and the coarse clock (the same one, read at a tick's
   /// resolution, for a fraction of the cost) is enough.
-  bool precise_enqueue_times_ = true;
+  std::atomic<bool> precise_enqueue_times_{true};
+  /// The timeline being written and how to make one (Services); a change
+  /// asked for by Start/StopTimeline is applied by the cycle thread at its
+  /// next cycle (the bus is the cycle thread's).
+  std::function<std::shared_ptr<EventSink>(const std::string&, bool)>
+      make_timeline_;
+  std::shared_ptr<EventSink> timeline_;
+  RuntimeInfo info_;
+  std::mutex timeline_mu_;        // one Start/StopTimeline at a time
+  bool timeline_change_ = false;  // under mu_
+  std::shared_ptr<EventSink> next_timeline_;  // under mu_
+  std::condition_variable timeline_cv_;
+  /// Cycle thread: applies a pending timeline change.
+  void ApplyTimelineChange();
+  /// Hands `next` to the cycle thread and waits until it swapped it in;
+  /// returns the previous timeline (to be stopped by the caller).
+  Status SwapTimeline(std::shared_ptr<EventSink> next,
+                      std::shared_ptr<EventSink>* previous);
 
   // Shared with application threads.
   mutable std::mutex mu_;
@@ -157,6 +182,7 @@ class RuntimeImpl final : public ExecutionListener {
   std::vector<const Request*> requests_;
   Controller::CycleResult cycle_result_;
   std::vector<TensorEntry*> ready_entries_;
+  std::vector<std::unique_ptr<TensorEntry>> stand_ins_;
   /// Tensors finished but not yet completed (CompleteFinished()).
   struct Finished {
     TensorId id;
@@ -169,6 +195,7 @@ class RuntimeImpl final : public ExecutionListener {
   std::thread thread_;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;
+  std::atomic<bool> shut_down_locally_{false};
 };
 
 }  // namespace hvdtune::internal

@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "handle_state.h"
 #include "message.h"
@@ -18,6 +19,12 @@ struct TensorEntry {
   std::shared_ptr<HandleState> handle;
   /// The tensor's size in bytes (this rank's part, for an allgather).
   std::int64_t bytes = 0;
+  /// Which of the handle's outputs is this tensor's (its place in the
+  /// submission).
+  std::int32_t part = 0;
+  /// A rank that joined runs the others' allreduces with a stand-in entry
+  /// (no handle, no id): its neutral input and a discarded output.
+  std::vector<std::uint8_t> scratch;
   /// Runtime clock: when the application enqueued it, and when every rank
   /// had agreed to run it.
   double enqueued = 0;
@@ -38,6 +45,8 @@ struct EntrySpec {
   std::int32_t root = 0;
   std::string_view group;
   std::int32_t group_size = 0;
+  /// Alltoall: rows sent to each rank (empty: an even split).
+  std::span<const std::int64_t> splits;
 };
 
 }  // namespace hvdtune::internal

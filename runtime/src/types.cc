@@ -37,6 +37,14 @@ std::string_view CollectiveTypeName(CollectiveType type) {
       return "broadcast";
     case CollectiveType::kAllgather:
       return "allgather";
+    case CollectiveType::kBarrier:
+      return "barrier";
+    case CollectiveType::kReducescatter:
+      return "reducescatter";
+    case CollectiveType::kAlltoall:
+      return "alltoall";
+    case CollectiveType::kJoin:
+      return "join";
   }
   return "unknown";
 }

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "hvdtune/store/store.h"
+#include "sqlite_backend.h"
 #include "sqlite_util.h"
 
 namespace hvdtune::store {
@@ -19,13 +20,13 @@ using SampleKey = std::tuple<int, std::string, double>;
 
 }  // namespace
 
-std::vector<PairSummary> Store::ListPairs() {
+std::vector<PairSummary> internal::SqliteBackend::ListPairs() {
   Statement sel(db_, options_.path, R"sql(
 SELECT r.hardware_id, r.model_id, h.text, m.text, COUNT(DISTINCT r.id),
        (SELECT COUNT(*) FROM samples s JOIN runs r2 ON r2.id = s.run_id
         WHERE r2.hardware_id = r.hardware_id AND r2.model_id = r.model_id),
        MIN(r.started),
-       MAX(MAX(r.started, COALESCE(r.ended, 0)),
+       MAX(MAX(MAX(r.started, COALESCE(r.ended, 0))),
            COALESCE((SELECT MAX(s.time) FROM samples s JOIN runs r3
                      ON r3.id = s.run_id WHERE r3.hardware_id = r.hardware_id
                      AND r3.model_id = r.model_id), 0))
@@ -51,8 +52,8 @@ ORDER BY 8 DESC, r.hardware_id, r.model_id)sql");
   return out;
 }
 
-std::vector<RunInfo> Store::PairRuns(std::int64_t hardware,
-                                     std::int64_t model) {
+std::vector<RunInfo> internal::SqliteBackend::PairRuns(std::int64_t hardware,
+                                                       std::int64_t model) {
   Statement sel(db_, options_.path,
                 "SELECT id FROM runs WHERE hardware_id = ? AND model_id = ? "
                 "ORDER BY started, id");
@@ -64,27 +65,8 @@ std::vector<RunInfo> Store::PairRuns(std::int64_t hardware,
   return out;
 }
 
-std::vector<PairRecord> Store::Dump() {
-  std::vector<PairRecord> out;
-  for (const PairSummary& p : ListPairs()) {
-    PairRecord rec;
-    rec.hardware = p.hardware_fp;
-    rec.model = p.model_fp;
-    rec.best = p.best;
-    for (RunInfo& run : PairRuns(p.hardware, p.model)) {
-      if (rec.best && rec.best->run == run.id) {
-        rec.best_run = static_cast<int>(rec.runs.size());
-      }
-      std::vector<Sample> samples = RunSamples(run.id);
-      rec.runs.push_back({std::move(run), std::move(samples)});
-    }
-    if (rec.best) rec.best->run = 0;
-    out.push_back(std::move(rec));
-  }
-  return out;
-}
-
-MergeStats Store::Merge(const std::vector<PairRecord>& pairs, bool dry_run) {
+MergeStats internal::SqliteBackend::Merge(const std::vector<PairRecord>& pairs,
+                                          bool dry_run) {
   const std::string& path = options_.path;
   MergeStats stats;
   Transaction tx(db_, path);

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "hvdtune/store/store.h"
+#include "sqlite_backend.h"
 #include "sqlite_util.h"
 
 namespace hvdtune::store {
@@ -42,8 +43,8 @@ std::int64_t InsertFingerprint(sqlite3* db, const std::string& path,
 
 }  // namespace internal
 
-std::int64_t Store::PutFingerprint(const std::string& kind,
-                                   const Fingerprint& fp) {
+std::int64_t internal::SqliteBackend::PutFingerprint(const std::string& kind,
+                                                     const Fingerprint& fp) {
   Transaction tx(db_, options_.path);
   const std::int64_t id =
       internal::InsertFingerprint(db_, options_.path, kind, fp, nullptr);
@@ -51,8 +52,8 @@ std::int64_t Store::PutFingerprint(const std::string& kind,
   return id;
 }
 
-std::optional<std::int64_t> Store::FindFingerprint(const std::string& kind,
-                                                   const std::string& hash) {
+std::optional<std::int64_t> internal::SqliteBackend::FindFingerprint(
+    const std::string& kind, const std::string& hash) {
   Statement sel(db_, options_.path,
                 "SELECT id FROM fingerprints WHERE kind = ? AND hash = ?");
   sel.Bind(1, kind).Bind(2, hash);
@@ -60,9 +61,11 @@ std::optional<std::int64_t> Store::FindFingerprint(const std::string& kind,
   return sel.Int(0);
 }
 
-std::int64_t Store::BeginRun(std::int64_t hardware, std::int64_t model,
-                             const std::string& version,
-                             const std::string& source, double started) {
+std::int64_t internal::SqliteBackend::BeginRun(std::int64_t hardware,
+                                               std::int64_t model,
+                                               const std::string& version,
+                                               const std::string& source,
+                                               double started) {
   Transaction tx(db_, options_.path);
   Statement ins(db_, options_.path,
                 "INSERT INTO runs(hardware_id, model_id, started, status, "
@@ -74,7 +77,8 @@ std::int64_t Store::BeginRun(std::int64_t hardware, std::int64_t model,
   return id;
 }
 
-void Store::EndRun(std::int64_t run, const std::string& status, double ended) {
+void internal::SqliteBackend::EndRun(std::int64_t run,
+                                     const std::string& status, double ended) {
   Transaction tx(db_, options_.path);
   Statement up(db_, options_.path,
                "UPDATE runs SET status = ?, ended = ? WHERE id = ?");
@@ -82,7 +86,7 @@ void Store::EndRun(std::int64_t run, const std::string& status, double ended) {
   tx.Commit();
 }
 
-std::optional<RunInfo> Store::GetRun(std::int64_t run) {
+std::optional<RunInfo> internal::SqliteBackend::GetRun(std::int64_t run) {
   Statement sel(db_, options_.path,
                 "SELECT id, hardware_id, model_id, started, ended, status, "
                 "version, source FROM runs WHERE id = ?");
@@ -100,7 +104,8 @@ std::optional<RunInfo> Store::GetRun(std::int64_t run) {
   return r;
 }
 
-void Store::AddSamples(std::int64_t run, const std::vector<Sample>& samples) {
+void internal::SqliteBackend::AddSamples(std::int64_t run,
+                                         const std::vector<Sample>& samples) {
   if (samples.empty()) return;
   Transaction tx(db_, options_.path);
   Statement ins(db_, options_.path,
@@ -139,7 +144,7 @@ void LoadValues(sqlite3* db, const std::string& path,
 
 }  // namespace
 
-std::vector<Sample> Store::RunSamples(std::int64_t run) {
+std::vector<Sample> internal::SqliteBackend::RunSamples(std::int64_t run) {
   Statement sel(db_, options_.path,
                 "SELECT id, idx, phase, score, time FROM samples WHERE "
                 "run_id = ? ORDER BY idx, id");
@@ -158,8 +163,9 @@ std::vector<Sample> Store::RunSamples(std::int64_t run) {
   return out;
 }
 
-std::vector<Sample> Store::PairSamples(std::int64_t hardware,
-                                       std::int64_t model, int limit) {
+std::vector<Sample> internal::SqliteBackend::PairSamples(std::int64_t hardware,
+                                                         std::int64_t model,
+                                                         int limit) {
   Statement sel(db_, options_.path,
                 "SELECT s.id, s.idx, s.phase, s.score, s.time FROM samples s "
                 "JOIN runs r ON r.id = s.run_id WHERE r.hardware_id = ? AND "
@@ -206,14 +212,15 @@ void WriteBest(sqlite3* db, const std::string& path, std::int64_t hardware,
 
 }  // namespace internal
 
-void Store::SetBest(std::int64_t hardware, std::int64_t model,
-                    const Best& best) {
+void internal::SqliteBackend::SetBest(std::int64_t hardware, std::int64_t model,
+                                      const Best& best) {
   Transaction tx(db_, options_.path);
   internal::WriteBest(db_, options_.path, hardware, model, best);
   tx.Commit();
 }
 
-std::optional<Best> Store::GetBest(std::int64_t hardware, std::int64_t model) {
+std::optional<Best> internal::SqliteBackend::GetBest(std::int64_t hardware,
+                                                     std::int64_t model) {
   Statement sel(db_, options_.path,
                 "SELECT score, run_id, time FROM best WHERE hardware_id = ? "
                 "AND model_id = ?");
@@ -231,7 +238,7 @@ std::optional<Best> Store::GetBest(std::int64_t hardware, std::int64_t model) {
   return b;
 }
 
-std::vector<KnownPair> Store::KnownPairs() {
+std::vector<KnownPair> internal::SqliteBackend::KnownPairs() {
   Statement sel(db_, options_.path, R"sql(
 SELECT r.hardware_id, r.model_id, h.text, m.text, COUNT(s.id)
 FROM runs r
@@ -247,7 +254,7 @@ GROUP BY r.hardware_id, r.model_id)sql");
   return out;
 }
 
-std::string Store::IntegrityCheck() {
+std::string internal::SqliteBackend::IntegrityCheck() {
   Statement sel(db_, options_.path, "PRAGMA integrity_check");
   return sel.Step() ? sel.Text(0) : std::string("no answer");
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iterator>
 
+#include "sqlite_backend.h"
 #include "sqlite_util.h"
 
 namespace hvdtune::store {
@@ -147,7 +148,8 @@ std::string NetworkFileSystem(const std::string& path) {
   return {};
 }
 
-Store::Store(StoreOptions options) : options_(std::move(options)) {
+internal::SqliteBackend::SqliteBackend(StoreOptions options)
+    : options_(std::move(options)) {
   const std::string& path = options_.path;
   if (path.empty()) throw StoreError("config store: no path given");
   if (!options_.read_only) {
@@ -198,19 +200,19 @@ Store::Store(StoreOptions options) : options_(std::move(options)) {
   }
 }
 
-Store::~Store() { sqlite3_close(db_); }
+internal::SqliteBackend::~SqliteBackend() { sqlite3_close(db_); }
 
-int Store::schema_version() const {
+int internal::SqliteBackend::schema_version() {
   Statement s(db_, options_.path, "PRAGMA user_version");
   return s.Step() ? static_cast<int>(s.Int(0)) : 0;
 }
 
-std::string Store::journal_mode() const {
+std::string internal::SqliteBackend::journal_mode() {
   Statement s(db_, options_.path, "PRAGMA journal_mode");
   return s.Step() ? s.Text(0) : std::string();
 }
 
-void Store::Migrate() {
+void internal::SqliteBackend::Migrate() {
   if (schema_version() >= options_.target_version) return;
   // One transaction for all steps: a failed migration leaves the file as
   // it was; the version is re-read under the lock (another process may

@@ -66,4 +66,10 @@ inline Fingerprint TestHardware(int world = 4) {
   return HardwareFingerprint(host, job);
 }
 
+inline Fingerprint TestModel(std::int64_t scale = 1) {
+  return ModelFingerprint({{"float32", 1000 * scale},
+                           {"float16", 20 * scale},
+                           {"float32", 7 * scale}});
+}
+
 }  // namespace hvdtune::store::testing

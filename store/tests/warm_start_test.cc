@@ -1,20 +1,28 @@
 // The config store behind HOROVOD_AUTOTUNE=1, end to end under mpirun: a
 // first run tunes and records, a second run of the same job starts from
 // the store with zero exploration samples, `apply` freezes without tuning,
-// `off` ignores the store, and a bad file never stops a job.
+// `off` ignores the store, and a bad file never stops a job. The same
+// through one shared PostgreSQL server (rank 0 starts it): a second job
+// starts from the first job's best, and a server that is down when a job
+// starts and comes back during it gets every write the job queued.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hvdtune/runtime.h"
 #include "hvdtune/store/store.h"
+#include "pg_server.h"
 
 namespace hvdtune {
 namespace {
@@ -246,6 +254,90 @@ TEST(WarmStartTest, BadStoreFilesNeverStopAJob) {
   }
 }
 
+// Rank 0's server for the PostgreSQL cases, started by the first of them
+// (so that it does not share the cores with the SQLite cases' jobs); null
+// where none can run.
+std::unique_ptr<store::testing::PgServer> pg_server_owner;
+store::testing::PgServer* pg_server = nullptr;
+
+// Rank 0 makes a database; every rank gets its URI ("" = skip).
+std::string SharedDatabase(const std::string& name) {
+  char buf[512] = {};
+  static bool tried = false;
+  if (IsRoot() && !tried) {
+    tried = true;
+    if (store::testing::PgServer::MissingReason().empty()) {
+      try {
+        pg_server_owner = std::make_unique<store::testing::PgServer>();
+        pg_server = pg_server_owner.get();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "no PostgreSQL server: %s\n", e.what());
+      }
+    }
+  }
+  if (IsRoot() && pg_server) {
+    pg_server->CreateDatabase(name).copy(buf, sizeof buf - 1);
+  }
+  MPI_Bcast(buf, sizeof buf, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return buf;
+}
+
+TEST(WarmStartPgTest, SecondJobStartsFromTheFirstJobsBestThroughTheServer) {
+  const std::string uri = SharedDatabase("warm");
+  if (uri.empty()) GTEST_SKIP() << store::testing::PgServer::MissingReason();
+  // What is tested is the way through the server, not the confirmation
+  // rule: on a loaded machine (the server's processes share its cores) the
+  // confirmation may score far below the stored median, so only a drop of
+  // more than 99% re-tunes here.
+  auto env = TuneEnv(uri);
+  env["HVDTUNE_AUTOTUNE_RETUNE_DROP"] = "0.99";
+  const JobResult first = RunJob(env);
+  const JobResult second = RunJob(env);
+  if (!IsRoot()) return;
+  ASSERT_EQ(first.status.phase, AutotunePhase::kFrozen);
+  EXPECT_EQ(first.status.source, "fresh");
+  EXPECT_EQ(first.status.samples, 5);
+  ASSERT_EQ(second.status.phase, AutotunePhase::kFrozen);
+  EXPECT_EQ(second.status.source, "store");
+  EXPECT_EQ(second.status.samples, 0);  // zero exploration samples
+  EXPECT_EQ(second.status.best, first.status.best);
+  using R = StoreLookupEvent::Result;
+  EXPECT_EQ(first.lookups, std::vector<R>{R::kMiss});
+  EXPECT_EQ(second.lookups, std::vector<R>{R::kHit});
+  store::Store s({uri});
+  ASSERT_EQ(s.GetRun(1)->status, "completed");
+  EXPECT_EQ(s.GetRun(2)->status, "completed");
+  EXPECT_EQ(s.GetRun(2)->source, "store");
+  EXPECT_GE(s.RunSamples(1).size(), 5u);
+}
+
+TEST(WarmStartPgTest, ServerDownAtStartGetsTheQueuedWritesWhenBack) {
+  const std::string uri = SharedDatabase("late");
+  if (uri.empty()) GTEST_SKIP() << store::testing::PgServer::MissingReason();
+  std::thread restart;
+  if (IsRoot()) {
+    { store::Store s({uri}); }  // migrated, then the server goes down
+    pg_server->Stop();
+    restart = std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      pg_server->Start();
+    });
+  }
+  const JobResult r = RunJob(TuneEnv(uri));
+  if (!IsRoot()) return;
+  restart.join();
+  EXPECT_EQ(r.status.phase, AutotunePhase::kFrozen);
+  EXPECT_EQ(r.status.source, "fresh");
+  EXPECT_EQ(r.lookups, std::vector<StoreLookupEvent::Result>{
+                           StoreLookupEvent::Result::kError});
+  // Nothing lost: the run and every sample the tuner took are stored.
+  store::Store s({uri});
+  const auto run = s.GetRun(1);
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->status, "completed");
+  EXPECT_GE(s.RunSamples(1).size(), 5u);
+}
+
 }  // namespace
 }  // namespace hvdtune
 
@@ -260,6 +352,8 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
   }
   const int rc = RUN_ALL_TESTS();
+  hvdtune::pg_server = nullptr;
+  hvdtune::pg_server_owner.reset();
   int worst = rc;
   MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();

@@ -127,6 +127,9 @@ TEST(MetricsSink, FamiliesFollowEvents) {
   sink.OnError({ErrorEvent::Kind::kMismatch, "x", "shape", 1});
   sink.OnStall({"y", {1}, 61, false, 2});
   sink.OnStoreLookup({StoreLookupEvent::Result::kNear, "fp", 3});
+  sink.CountStoreWrites("written", 7);
+  sink.CountStoreWrites("dropped", 2);
+  sink.CountStoreWrites("dropped", 1);
 
   const std::string text = sink.Scrape();
   EXPECT_EQ(text.find("layer1"), std::string::npos);
@@ -146,6 +149,12 @@ TEST(MetricsSink, FamiliesFollowEvents) {
   EXPECT_EQ(Value(text, "hvdtune_stalls_total", {"kind=\"warning\""}), 1);
   EXPECT_EQ(Value(text, "hvdtune_store_lookups_total", {"result=\"near\""}), 1);
   EXPECT_EQ(Value(text, "hvdtune_store_lookups_total", {"result=\"hit\""}), 0);
+  EXPECT_EQ(Value(text, "hvdtune_store_writes_total", {"result=\"written\""}),
+            7);
+  EXPECT_EQ(Value(text, "hvdtune_store_writes_total", {"result=\"dropped\""}),
+            3);
+  EXPECT_EQ(Value(text, "hvdtune_store_writes_total", {"result=\"failed\""}),
+            0);
   EXPECT_EQ(Value(text, "hvdtune_tensors_total",
                   {"op=\"allreduce\"", "dtype=\"float32\""}),
             1);

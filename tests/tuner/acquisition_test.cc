@@ -123,5 +123,26 @@ TEST(AcquisitionTest, LogEiFiniteFarFromDataAndAtData) {
   }
 }
 
+TEST(AcquisitionTest, NoiseMarginFollowsRealNoiseAndVanishesForMisfit) {
+  AcquisitionSettings s;
+  s.xi_noise = 1.0;
+  s.xi_noise_half_variance = 3e-5;
+  EXPECT_EQ(NoiseMargin(s, 0.0), 0.0);
+  // Misfit of a noise-free function: far below the half-way variance.
+  EXPECT_LT(NoiseMargin(s, 1e-7), 0.01 * std::sqrt(1e-7));
+  // Half way, and real noise (a few percent of the signal's spread).
+  EXPECT_NEAR(NoiseMargin(s, 3e-5), 0.5 * std::sqrt(3e-5), 1e-12);
+  EXPECT_GT(NoiseMargin(s, 0.01), 0.99 * std::sqrt(0.01));
+  // More noise never lowers the margin.
+  double last = 0.0;
+  for (double v = 1e-9; v < 10; v *= 3) {
+    const double m = NoiseMargin(s, v);
+    EXPECT_GE(m, last) << v;
+    last = m;
+  }
+  s.xi_noise = 0.0;
+  EXPECT_EQ(NoiseMargin(s, 0.01), 0.0);
+}
+
 }  // namespace
 }  // namespace hvdtune::tuner

@@ -3,6 +3,8 @@
 // that keeps knobs this run is not confident about.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "policy_test_util.h"
 
 namespace hvdtune::tuner {
@@ -131,6 +133,36 @@ TEST(AutotunePolicyTest, KnownBestThatScoresLowExplores) {
                                        {Phase::kWarmup, Phase::kExploring},
                                        {Phase::kExploring, Phase::kFrozen}}));
   ExpectContiguousIndices(caller);
+}
+
+TEST(AutotunePolicyTest, ConfirmationAllowsTheStoredRunsOwnSpread) {
+  // The stored run measured its best 12 times; this run is 25% slower (a
+  // busier machine). Where the stored samples varied by 15%, that is
+  // within their noise: confirmed, no exploration. Where they varied by 1%,
+  // 25% is a change: it explores.
+  for (double spread : {0.15, 0.01}) {
+    const Config best = GridPriors(1e9).front().config;
+    PolicyStart start = Start();
+    start.known_best = best;
+    std::mt19937_64 rng(3);
+    std::lognormal_distribution<double> noise(0.0, spread);
+    for (int i = 0; i < 12; ++i) {
+      start.priors.push_back({best, Throughput(best) * 1e9 * noise(rng)});
+    }
+    start.known_best_score = start.priors.front().score;
+    AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, Settings());
+    const std::optional<Config> first = policy.TakeConfig();
+    ASSERT_TRUE(first.has_value());
+    Caller caller(policy, *first);
+    caller.set_slowdown(0.75);
+    caller.RunUntil([&] { return policy.status().phase != Phase::kWarmup; });
+    if (spread > 0.1) {
+      EXPECT_EQ(policy.status().phase, Phase::kFrozen);
+      EXPECT_EQ(policy.status().exploration_samples, 0);
+    } else {
+      EXPECT_EQ(policy.status().phase, Phase::kExploring);
+    }
+  }
 }
 
 TEST(AutotunePolicyTest, FreezeOnKnownBestNeverTunes) {

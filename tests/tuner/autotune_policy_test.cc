@@ -143,6 +143,52 @@ TEST(AutotunePolicyTest, SustainedDropReopensTuningThenFreezesAgain) {
   ExpectContiguousIndices(caller);
 }
 
+// A shared machine's step times: log-normal with a 20% sd (a sample of
+// three steps then spans about 2x over a few dozen samples, as measured on
+// a busy 2-core machine), and one step in 100 three times slower.
+double SharedMachineNoise(std::mt19937_64& rng) {
+  std::lognormal_distribution<double> spread(0.0, 0.2);
+  std::bernoulli_distribution stall(0.01);
+  return spread(rng) / (stall(rng) ? 3.0 : 1.0);
+}
+
+// A job frozen under SharedMachineNoise, with the default retune_windows.
+struct NoisyFrozenJob {
+  static AutotunePolicySettings NoisySettings() {
+    AutotunePolicySettings s = Settings();
+    s.max_samples = 6;
+    s.retune_windows = 3;
+    return s;
+  }
+  AutotunePolicy policy{tt::CollectiveThroughput::Space(), Start(),
+                        NoisySettings()};
+  Caller caller{policy, PoorStart()};
+  NoisyFrozenJob() {
+    caller.set_noise(SharedMachineNoise);
+    EXPECT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  }
+};
+
+TEST(AutotunePolicyTest, NoRetuneOnNoiseAlone) {
+  NoisyFrozenJob job;
+  // 3,000 frozen samples with nothing changed: no re-tune.
+  job.caller.RunUntil([] { return false; }, 3 * 3000);
+  EXPECT_EQ(job.policy.status().phase, Phase::kFrozen);
+  EXPECT_EQ(job.policy.status().retunes, 0);
+}
+
+TEST(AutotunePolicyTest, NoisyJobDetectsAHalvingWithinRetuneWindows) {
+  NoisyFrozenJob job;
+  job.caller.RunUntil([] { return false; }, 3 * 40);
+  ASSERT_EQ(job.policy.status().retunes, 0);
+  const int before = job.policy.status().total_samples;
+  job.caller.set_slowdown(0.5);  // the link got slower
+  ASSERT_TRUE(job.caller.RunUntilPhase(Phase::kRetuning, 3 * 20));
+  // A halving is 3.5 spreads of this noise: detected at the third sample
+  // (a fourth when the change falls inside a sample).
+  EXPECT_LE(job.policy.status().total_samples - before, 4);
+}
+
 TEST(AutotunePolicyTest, NoRetuneWhenDropIsZero) {
   AutotunePolicySettings s = Settings();
   s.max_samples = 4;

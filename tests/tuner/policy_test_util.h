@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -63,7 +64,8 @@ class Caller {
       applied_.push_back(*next);
     }
     const double seconds = 0.1;
-    const double gbps = Throughput(in_force_) * noise_(rng_) * slowdown_;
+    const double factor = noise_fn_ ? noise_fn_(rng_) : noise_(rng_);
+    const double gbps = Throughput(in_force_) * factor * slowdown_;
     now_ += seconds;
     policy_.OnStep(gbps * 1e9 * seconds, seconds, now_);
     ++steps_;
@@ -84,6 +86,10 @@ class Caller {
   }
 
   void set_slowdown(double s) { slowdown_ = s; }
+  // Replaces the +-2% noise: `f` returns a step's factor.
+  void set_noise(std::function<double(std::mt19937_64&)> f) {
+    noise_fn_ = std::move(f);
+  }
   const Config& in_force() const { return in_force_; }
   const std::vector<Config>& applied() const { return applied_; }
   const std::vector<PolicyEvent>& events() const { return events_; }
@@ -117,6 +123,7 @@ class Caller {
   Config in_force_;
   std::mt19937_64 rng_{11};
   std::uniform_real_distribution<double> noise_{0.98, 1.02};
+  std::function<double(std::mt19937_64&)> noise_fn_;
   double slowdown_ = 1;
   double now_ = 0;
   int steps_ = 0;

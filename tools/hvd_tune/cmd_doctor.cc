@@ -105,12 +105,52 @@ std::filesystem::path ExistingAncestor(std::filesystem::path p) {
   return p.empty() ? std::filesystem::path(".") : p;
 }
 
+// A PostgreSQL store: the connection (login, TLS as the URI asks), the
+// schema version and the integrity check, read-only.
+void CheckServerStore(const std::string& uri, std::vector<Check>& out) {
+  const std::string name = store::DisplayLocation(uri);
+  try {
+    store::StoreOptions options{uri};
+    options.read_only = true;
+    store::Store db(options);
+    const int version = db.schema_version();
+    const std::string integrity = db.IntegrityCheck();
+    const std::string detail =
+        fmt::format("{}: connected, schema version {}, integrity {}", name,
+                    version, integrity);
+    if (integrity != "ok") {
+      out.push_back({"store", "FAIL", detail,
+                     "export what still reads and import it into a new "
+                     "database"});
+    } else if (version < store::kSchemaVersion) {
+      out.push_back({"store", "warn", detail,
+                     fmt::format("it is migrated to version {} by the first "
+                                 "job or import (a role that may create "
+                                 "tables)",
+                                 store::kSchemaVersion)});
+    } else {
+      out.push_back({"store", "ok", detail, ""});
+    }
+  } catch (const store::StoreUnavailable& e) {
+    out.push_back({"store", "FAIL", e.what(),
+                   "check that the server runs and is reachable, the URI, "
+                   "and the password (PGPASSFILE, ~/.pgpass or PGPASSWORD)"});
+  } catch (const std::exception& e) {
+    out.push_back({"store", "FAIL", e.what(),
+                   "point HOROVOD_AUTOTUNE_DB at another database"});
+  }
+}
+
 void CheckStore(const std::string& flag, std::vector<Check>& out) {
   std::string path;
   try {
     path = ResolveStorePath(flag);
   } catch (const std::exception& e) {
     out.push_back({"store", "FAIL", e.what(), "set HOROVOD_AUTOTUNE_DB"});
+    return;
+  }
+  if (store::IsServerLocation(path)) {
+    CheckServerStore(path, out);
     return;
   }
   const std::filesystem::path file(path);

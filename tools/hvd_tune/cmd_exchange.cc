@@ -89,14 +89,15 @@ int RunImport(const ImportOptions& opt) {
   try {
     // A dry run against a file that does not exist yet must not create it:
     // it merges into an empty in-memory store instead.
-    const bool scratch = opt.dry_run && !std::filesystem::exists(path);
+    const bool scratch = opt.dry_run && !store::IsServerLocation(path) &&
+                         !std::filesystem::exists(path);
     store::Store db(store::StoreOptions{scratch ? ":memory:" : path});
     stats = db.Merge(pairs, opt.dry_run);
   } catch (const store::StoreError& e) {
     throw Failure(std::string(e.what()) + "; nothing imported");
   }
   if (opt.json) {
-    std::cout << Json{{"store", path},
+    std::cout << Json{{"store", store::DisplayLocation(path)},
                       {"dry_run", opt.dry_run},
                       {"pairs_added", stats.pairs_added},
                       {"pairs_present", stats.pairs_present},
@@ -115,10 +116,10 @@ int RunImport(const ImportOptions& opt) {
       "already there; samples {} added, {} already there; best "
       "configurations {} set, {} kept (the stored one scores at least as "
       "high)\n",
-      opt.dry_run ? "would import" : "imported", opt.input, path,
-      stats.pairs_added, stats.pairs_present, stats.runs_added,
-      stats.runs_present, stats.samples_added, stats.samples_present,
-      stats.best_set, stats.best_kept);
+      opt.dry_run ? "would import" : "imported", opt.input,
+      store::DisplayLocation(path), stats.pairs_added, stats.pairs_present,
+      stats.runs_added, stats.runs_present, stats.samples_added,
+      stats.samples_present, stats.best_set, stats.best_kept);
   return kExitOk;
 }
 

@@ -50,7 +50,7 @@ std::string ResolveStorePath(const std::string& flag_value) {
 }
 
 std::unique_ptr<store::Store> OpenStoreForReading(const std::string& path) {
-  if (!std::filesystem::exists(path)) {
+  if (!store::IsServerLocation(path) && !std::filesystem::exists(path)) {
     throw Failure("config store " + path +
                   ": no such file (run `hvd-tune sweep` or an autotuned job "
                   "first, or give --db)");

@@ -20,6 +20,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from pg_server import PASSWORD, pg_server  # noqa: F401 (a fixture)
+
 ARGS = None
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to",
           "none", "--mca", "btl", "self,vader,tcp"]
@@ -457,6 +459,88 @@ def test_doctor():
     p = tune("doctor", "--db", corrupt, expect=1)
     check("corrupt.db" in p.stdout, p.stdout)
     print("doctor: ok")
+
+
+def export_text(db):
+    """`hvd-tune export` of a store, without the line of its timestamp."""
+    text = tune("export", "--db", db).stdout
+    return "".join(l for l in text.splitlines(True)
+                   if not l.lstrip().startswith('"exported"'))
+
+
+def test_postgres(pg_server):
+    """The sweep's SQLite store moved to a PostgreSQL server and back, every
+    reading command on the server, doctor on good and bad logins, a sweep
+    into the server; no password anywhere in what hvd-tune prints."""
+    uri = pg_server.create_database("cli")
+    shown = f"postgresql://postgres@127.0.0.1:{pg_server.port}/cli"
+    outputs = []
+
+    def pg(*args, **kw):
+        p = tune(*args, **kw)
+        outputs.append(p.stdout + p.stderr)
+        return p
+
+    # SQLite -> PostgreSQL -> export: byte-identical documents (all but
+    # the export's own timestamp line).
+    exported = os.path.join(ARGS.work, "export_pg.json")
+    tune("export", "--db", store(), "-o", exported)
+    counts = json.loads(pg("import", "--db", uri, exported, "--json").stdout)
+    check(counts["store"] == shown, f"import names {counts['store']}")
+    check(counts["samples_added"] >= 12, f"imported {counts}")
+    original = export_text(store())
+    check(export_text(uri) == original,
+          "export SQLite -> import PostgreSQL -> export: not byte-identical")
+    again = json.loads(pg("import", "--db", uri, exported, "--json").stdout)
+    check(again["samples_added"] == 0 and again["runs_added"] == 0,
+          f"re-import adds nothing: {again}")
+    # And back: PostgreSQL -> a fresh SQLite file -> the same document.
+    back = os.path.join(ARGS.work, "from_pg.db")
+    for f in (back, back + "-wal", back + "-shm"):
+        if os.path.exists(f):
+            os.remove(f)
+    pg_export = os.path.join(ARGS.work, "export_from_pg.json")
+    pg("export", "--db", uri, "-o", pg_export)
+    tune("import", "--db", back, pg_export)
+    check(export_text(back) == original, "PostgreSQL -> SQLite changed rows")
+
+    fp = sweep_result()["fingerprint"]
+    listing = json.loads(pg("show", "--db", uri, "--json").stdout)
+    check(listing["store"] == shown and listing["pairs"][0]["fingerprint"] == fp,
+          f"show --json on the server: {listing['store']}")
+    check(fp in pg("show", "--db", uri).stdout, "show lists the pair")
+    check(pg("best", "--db", uri, fp).stdout ==
+          tune("best", "--db", store(), fp).stdout, "best: the same lines")
+    svg = os.path.join(ARGS.work, "plot_pg.svg")
+    pg("plot", "--db", uri, fp, "-o", svg)
+    check(ET.parse(svg).getroot().tag.endswith("svg"), "plot from the server")
+    p = pg("doctor", "--db", uri, "--json")
+    store_check = [c for c in json.loads(p.stdout)["checks"]
+                   if c["check"] == "store"][0]
+    check(store_check["status"] == "ok" and "connected, schema version"
+          in store_check["detail"], f"doctor: {store_check}")
+    bad = pg_server.uri("cli", password="Wr0ng-pass")
+    p = pg("doctor", "--db", bad, expect=1)
+    check("password authentication failed" in p.stdout and shown in p.stdout,
+          f"doctor names the server and the refusal: {p.stdout}")
+    p = pg("show", "--db", bad, expect=1)
+    check(shown in p.stderr, f"show on a refused login: {p.stderr}")
+    # A sweep that keeps its samples on the server.
+    p = run(MPIRUN + ["-np", "2", ARGS.hvd_tune, "sweep", *WORKLOAD,
+                      "--grid", "fusion_threshold=1M,64M", "--repeats", "1",
+                      "--steps-per-sample", "2", "--db", uri, "--json"])
+    outputs.append(p.stdout + p.stderr)
+    swept = json.loads(p.stdout)
+    check(swept["store"] == shown, f"sweep stored in {swept['store']}")
+    rows = pg_server.psql("cli", "SELECT COUNT(*) FROM samples WHERE run_id = "
+                          "(SELECT MAX(id) FROM runs)").stdout
+    want = sum(len(pt["scores"]) + len(pt.get("confirm_scores") or [])
+               for pt in swept["points"])
+    check(int(rows) == want, f"sweep samples on the server: {rows}, want {want}")
+    for text in outputs:
+        check(PASSWORD not in text and "Wr0ng-pass" not in text,
+              f"a password in hvd-tune's output: {text[:2000]}")
+    print("postgres: ok")
 
 
 def test_usage():

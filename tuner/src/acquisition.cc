@@ -1,5 +1,6 @@
 #include "hvdtune/tuner/acquisition.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -34,6 +35,13 @@ double Erfcx(double x) {
     sum += term;
   }
   return kInvSqrtPi / x * sum;
+}
+
+double NoiseMargin(const AcquisitionSettings& settings, double noise_variance) {
+  if (!(noise_variance > 0) || !(settings.xi_noise > 0)) return 0.0;
+  const double half = std::max(settings.xi_noise_half_variance, 0.0);
+  return settings.xi_noise * std::sqrt(noise_variance) * noise_variance /
+         (noise_variance + half);
 }
 
 double LogH(double z, double* dlogh_dz) {

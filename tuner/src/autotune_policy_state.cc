@@ -1,5 +1,7 @@
 #include "autotune_policy_state.h"
 
+#include <algorithm>
+#include <cmath>
 #include <exception>
 #include <stdexcept>
 #include <utility>
@@ -13,6 +15,52 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+DriftReference DriftReferenceOf(const std::vector<double>& logs,
+                                double retune_drop) {
+  DriftReference r;
+  r.location = Median(logs);
+  std::vector<double> deviation(logs.size());
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    deviation[i] = std::fabs(logs[i] - r.location);
+  }
+  // 1.4826 MAD estimates a normal sd; a drop of retune_drop is at least
+  // three of the floor, so a job quieter than that still needs a drop of
+  // about retune_drop to re-tune.
+  const double floor = std::log(1.0 / (1.0 - retune_drop)) / 3.0;
+  // A spread estimated from few samples is often far too small: widen it
+  // by 1 + 2 / n (1.4 for the first 5 samples, 1.03 for 64).
+  const double n = static_cast<double>(logs.size());
+  r.scale =
+      std::max(1.4826 * Median(std::move(deviation)) * (1 + 2 / n), floor);
+  return r;
+}
+
+bool Confirms(const PolicyStart& start, double retune_drop, double confirmed) {
+  if (!(confirmed > 0)) return false;
+  // The stored run's own samples of the configuration, where there are
+  // enough, say how much its score varied: the confirmation may fall that
+  // much below their median before it counts as a change.
+  std::vector<double> logs;
+  for (const PriorSample& p : start.priors) {
+    if (p.config == *start.known_best && p.score > 0) {
+      logs.push_back(std::log(p.score));
+    }
+  }
+  double reference = std::log(std::max(start.known_best_score, 1e-300));
+  double tolerance = std::log(1.0 / (1.0 - retune_drop));
+  if (logs.size() >= kConfirmMinSamples) {
+    const DriftReference ref = DriftReferenceOf(logs, retune_drop);
+    reference = ref.location;
+    tolerance = std::max(tolerance, kConfirmSpreads * ref.scale);
+  }
+  return std::log(confirmed) >= reference - tolerance;
+}
+
+double DriftStep(double cusum, const DriftReference& ref, double log_score) {
+  const double z = std::min((ref.location - log_score) / ref.scale, kDriftClip);
+  return std::max(0.0, cusum + z - kDriftSlack);
 }
 
 }  // namespace internal
@@ -37,8 +85,7 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
         status.initial_score = confirmed;
         status.best_score = confirmed;
         status.best = current;
-        if (confirmed >=
-            (1.0 - settings.retune_drop) * start.known_best_score) {
+        if (internal::Confirms(start, settings.retune_drop, confirmed)) {
           SetPhase(Phase::kFrozen, current, confirmed, now);
           EnterFrozen();
           return std::nullopt;
@@ -74,22 +121,42 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
       return job;
     }
     case Phase::kFrozen: {
-      if (++frozen_windows == 1) {
-        frozen_reference = score;
+      // Drift: a one-sided CUSUM on log scores, standardised by the frozen
+      // samples' own median and spread (internal::DriftReferenceOf). The
+      // first kDriftBaseline samples only make the reference; a sample
+      // joins it (the last kDriftWindow) once the CUSUM is back at zero, so
+      // the reference follows this job's noise and slow changes.
+      ++frozen_windows;
+      if (never_retune || settings.retune_drop <= 0) return std::nullopt;
+      const double x = std::log(std::max(score, 1e-300));
+      if (frozen_logs.size() < internal::kDriftBaseline) {
+        frozen_logs.push_back(x);
         return std::nullopt;
       }
-      if (never_retune || settings.retune_drop <= 0) return std::nullopt;
-      if (score < (1.0 - settings.retune_drop) * frozen_reference) {
-        ++degraded_windows;
-      } else {
-        degraded_windows = 0;
-        // Track slow improvements too, so the reference stays current.
-        frozen_reference = std::max(frozen_reference, score);
+      drift_cusum = internal::DriftStep(
+          drift_cusum,
+          internal::DriftReferenceOf(frozen_logs, settings.retune_drop), x);
+      // Samples of an excursion (CUSUM above zero) join the reference only
+      // once it ended without an alarm: leaving out every low sample would
+      // raise the reference and narrow its spread until noise re-tunes.
+      drift_pending.push_back(x);
+      if (drift_cusum == 0) {
+        frozen_logs.insert(frozen_logs.end(), drift_pending.begin(),
+                           drift_pending.end());
+        drift_pending.clear();
+        if (frozen_logs.size() > internal::kDriftWindow) {
+          frozen_logs.erase(frozen_logs.begin(),
+                            frozen_logs.end() - internal::kDriftWindow);
+        }
       }
-      if (degraded_windows < settings.retune_windows) return std::nullopt;
+      if (drift_cusum <= internal::DriftThreshold(settings.retune_windows)) {
+        return std::nullopt;
+      }
       SetPhase(Phase::kRetuning, current, score, now);
       ++status.retunes;
-      degraded_windows = 0;
+      frozen_logs.clear();
+      drift_pending.clear();
+      drift_cusum = 0;
       round_samples = 1;
       Job job;
       job.kind = Job::Kind::kRetune;

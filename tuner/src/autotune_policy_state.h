@@ -27,6 +27,45 @@ constexpr std::size_t kMaxQueuedEvents = 10000;
 /// The median of `v` (not empty).
 double Median(std::vector<double> v);
 
+// The drift detector of the frozen phase: a one-sided CUSUM of drops in log
+// score, in units of the frozen samples' own robust spread.
+// Frozen samples that only make the reference, before any test.
+constexpr std::size_t kDriftBaseline = 5;
+// The reference is the last this many samples outside an alarm.
+constexpr std::size_t kDriftWindow = 64;
+// A sample adds min(z, kDriftClip) - kDriftSlack to the CUSUM, z its drop
+// in spreads: drops within one spread are noise, and no sample (a step that
+// waited on something else) weighs more than four spreads.
+constexpr double kDriftClip = 4.0;
+constexpr double kDriftSlack = 1.0;
+// Re-tune once the CUSUM exceeds this: a lasting drop of kDriftClip spreads
+// or more is detected at its `retune_windows`-th sample. For normal noise
+// and `retune_windows` 3 a false alarm is expected about once in 15,000
+// samples (Siegmund's approximation of the CUSUM's run length).
+inline double DriftThreshold(int retune_windows) {
+  return (kDriftClip - kDriftSlack) * (retune_windows - 1);
+}
+struct DriftReference {
+  double location = 0;  // median log score
+  double scale = 1;     // robust sd of the log scores, floored
+};
+// The reference of `logs` (not empty): their median, and 1.4826 x their
+// median absolute deviation widened by 1 + 2 / n, at least
+// ln(1 / (1 - retune_drop)) / 3.
+DriftReference DriftReferenceOf(const std::vector<double>& logs,
+                                double retune_drop);
+// The CUSUM after one more sample.
+double DriftStep(double cusum, const DriftReference& ref, double log_score);
+// A store confirmation: whether `confirmed`, the median score of the
+// stored best (`start.known_best`) in this run, says the conditions are
+// those it was stored under. With kConfirmMinSamples or more samples of it
+// among the priors (the stored run's own), it may fall the larger of
+// retune_drop and kConfirmSpreads of their spread (DriftReferenceOf) below
+// their median; otherwise retune_drop below `start.known_best_score`.
+constexpr std::size_t kConfirmMinSamples = 3;
+constexpr double kConfirmSpreads = 3.0;
+bool Confirms(const PolicyStart& start, double retune_drop, double confirmed);
+
 }  // namespace internal
 
 struct AutotunePolicy::State {
@@ -90,8 +129,12 @@ struct AutotunePolicy::State {
   Config current;  // in force, or handed out and about to be
   int round_samples = 0;
   int frozen_windows = 0;
-  int degraded_windows = 0;
-  double frozen_reference = 0;
+  // The drift detector (FinishSample, kFrozen): log scores of the frozen
+  // samples that showed no drop (the reference), and the one-sided CUSUM
+  // of their standardised drops.
+  std::vector<double> frozen_logs;
+  std::vector<double> drift_pending;  // the current excursion's samples
+  double drift_cusum = 0;
   PolicyStatus status;
   std::deque<PolicyEvent> events;
 
@@ -129,8 +172,9 @@ struct AutotunePolicy::State {
   }
   void EnterFrozen() {
     frozen_windows = 0;
-    degraded_windows = 0;
-    frozen_reference = 0;
+    frozen_logs.clear();
+    drift_pending.clear();
+    drift_cusum = 0;
   }
 
   int RoundBudget() const {

@@ -102,7 +102,7 @@ Config BayesianOptimizer::Suggest() {
     }
   }
   AcquisitionSettings acquisition = settings_.acquisition;
-  acquisition.xi += acquisition.xi_noise * std::sqrt(gp_.noise_variance());
+  acquisition.xi += NoiseMargin(acquisition, gp_.noise_variance());
   if (exploit) {
     acquisition.kind = AcquisitionKind::kUpperConfidenceBound;
     acquisition.ucb_beta = settings_.exploit_ucb_beta;

@@ -32,6 +32,7 @@ void VisitSettings(BayesOptSettings& s, F&& f) {
   f("exploit_ucb_beta", s.exploit_ucb_beta);
   f("acquisition.xi", s.acquisition.xi);
   f("acquisition.xi_noise", s.acquisition.xi_noise);
+  f("acquisition.xi_noise_half_variance", s.acquisition.xi_noise_half_variance);
   f("acquisition.ucb_beta", s.acquisition.ucb_beta);
   auto& ao = s.acquisition_optimizer;
   f("acquisition_optimizer.num_random_candidates", ao.num_random_candidates);

@@ -1,26 +1,63 @@
 """hvdtune for PyTorch, with Horovod's interface: a Horovod script runs with
 `import hvdtune.torch as hvd` in place of `import horovod.torch as hvd`.
 
-CPU tensors; reduce ops Average, Sum, Min, Max (Adasum and Product are
-refused with an error saying so); every collective spans all ranks.
+CPU tensors; every collective spans all ranks. Refused with an error that
+says so and names the alternative: Adasum, process sets of fewer than all
+ranks, GPU tensors, elastic training.
 """
 
 import hvdtune
 from hvdtune import (HvdtuneError, autotune_status, cross_rank, cross_size,
-                     init, is_initialized, knobs, local_rank, local_size,
+                     is_initialized, knobs, local_rank, local_size,
                      mark_step, rank, shutdown, size, stats)
+from hvdtune import _core
 from hvdtune.torch.compression import Compression
 from hvdtune.torch.functions import (
-    Adasum, Average, Max, Min, Product, Sum, allgather, allgather_async,
-    allgather_object, allreduce, allreduce_, allreduce_async,
-    allreduce_async_, broadcast, broadcast_, broadcast_async,
+    Adasum, Average, HorovodInternalError, Max, Min, ProcessSet, Product,
+    Sum, add_process_set, allgather, allgather_async, allgather_object,
+    allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall,
+    alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
     broadcast_async_, broadcast_object, broadcast_optimizer_state,
-    broadcast_parameters, grouped_allreduce, grouped_allreduce_,
-    grouped_allreduce_async, grouped_allreduce_async_, poll, synchronize)
+    broadcast_parameters, global_process_set, grouped_allgather,
+    grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
+    grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
+    grouped_reducescatter_async, join, poll, reducescatter,
+    reducescatter_async, remove_process_set, sparse_allreduce_async,
+    start_timeline, stop_timeline, synchronize)
 from hvdtune.torch.optimizer import DistributedOptimizer
+from hvdtune.torch.sync_batch_norm import SyncBatchNorm
+
+InvalidArgumentError = _core.InvalidArgumentError
 
 
+def init(comm=None, process_sets=None, tune_num_groups=False):
+    """Starts the runtime on this rank (every rank calls it). Horovod's
+    arguments are accepted where they describe what hvdtune does: `comm`
+    None, or the ranks (or a communicator) of the whole job; `process_sets`
+    None, "dynamic", or sets that each hold every rank."""
+    hvdtune.init(tune_num_groups)
+    n = hvdtune.size()
+    if comm is not None:
+        if hasattr(comm, "Get_size"):
+            ranks = comm.Get_size()
+            whole = ranks == n
+        else:
+            ranks = sorted(int(r) for r in comm)
+            whole = ranks == list(range(n))
+        if not whole:
+            raise InvalidArgumentError(
+                "init(comm=...): hvdtune runs on all %d ranks of the job "
+                "(MPI_COMM_WORLD), got %r; start a job of just those ranks "
+                "instead" % (n, ranks))
+    if process_sets is not None and process_sets != "dynamic":
+        for ps in process_sets:
+            _check = ps if isinstance(ps, ProcessSet) else ProcessSet(ps)
+            add_process_set(_check)
+
+
+# Horovod's build introspection, answered for this build of hvdtune.torch.
 def mpi_built():
+    """Collectives run over MPI."""
     return True
 
 
@@ -29,7 +66,8 @@ def mpi_enabled():
 
 
 def mpi_threads_supported():
-    return True
+    """Whether MPI runs with MPI_THREAD_MULTIPLE (init() first)."""
+    return _core.mpi_threads_supported()
 
 
 def gloo_built():
@@ -41,8 +79,23 @@ def gloo_enabled():
 
 
 def nccl_built():
+    """0: hvdtune.torch hands no GPU tensors to the runtime (its NCCL
+    backend is reachable from C++ only)."""
+    return 0
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
     return False
 
 
 def cuda_built():
+    """False: hvdtune.torch takes CPU tensors only."""
+    return False
+
+
+def rocm_built():
     return False

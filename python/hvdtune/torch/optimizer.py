@@ -8,12 +8,13 @@ import warnings
 
 import torch
 
-import hvdtune
 from hvdtune import _core
 from hvdtune.torch.compression import Compression
 from hvdtune.torch.functions import (Adasum, Average, Sum, _error,
-                                     allreduce_async_,
-                                     grouped_allreduce_async_, synchronize)
+                                     _added_process_set, allreduce_async_,
+                                     global_process_set,
+                                     grouped_allreduce_async_,
+                                     sparse_allreduce_async, synchronize)
 
 
 class _DistributedOptimizer:
@@ -22,8 +23,9 @@ class _DistributedOptimizer:
 
     def __init__(self, params, named_parameters, compression,
                  backward_passes_per_step, op, gradient_predivide_factor,
-                 num_groups, groups, sparse_as_dense):
+                 num_groups, groups, sparse_as_dense, process_set):
         super().__init__(params)
+        self._process_set = process_set
         self._compression = compression
         self._op = op
         self._predivide = float(gradient_predivide_factor)
@@ -42,7 +44,9 @@ class _DistributedOptimizer:
         self._synchronized = False
         self._should_synchronize = True
         self._setup_groups(num_groups, groups)
-        if hvdtune.size() > 1:
+        # A rank outside the set trains on its own (as in Horovod).
+        self._distributed = process_set.included() and process_set.size() > 1
+        if self._distributed:
             self._register_hooks()
 
     # -- naming and grouping ------------------------------------------------
@@ -155,46 +159,58 @@ class _DistributedOptimizer:
         return 1.0, 1.0
 
     def _prepared_grad(self, p):
+        """(tensor to reduce in place, compression context, whether the
+        gradient was sparse)."""
         if p.grad is None:
             # Some other rank may have a gradient for it (a branch this rank
             # skipped); take part with zeros.
             p.grad = torch.zeros_like(p)
-        if p.grad.is_sparse:
+        was_sparse = p.grad.is_sparse
+        if was_sparse:
             if not self._sparse_as_dense:
                 raise _error(
                     "invalid_argument",
-                    "the gradient of %r is sparse; hvdtune.torch reduces "
-                    "dense gradients (pass sparse_as_dense=True)" %
-                    self._parameter_names[p])
+                    "the gradient of %r is sparse and the parameter is in a "
+                    "group; pass sparse_as_dense=True, or leave it out of "
+                    "the groups" % self._parameter_names[p])
             p.grad = p.grad.to_dense()
-        return self._compression.compress(p.grad)
+        tensor, ctx = self._compression.compress(p.grad)
+        return tensor, ctx, was_sparse
 
     def _allreduce_grad_async(self, p):
-        tensor, ctx = self._prepared_grad(p)
+        name = "grad." + self._parameter_names[p]
+        if (p.grad is not None and p.grad.is_sparse and
+                not self._sparse_as_dense):
+            # Horovod's way: an allgather of the indices and the values.
+            return sparse_allreduce_async(
+                p.grad, name=name, op=self._op,
+                process_set=self._process_set), None
+        tensor, ctx, was_sparse = self._prepared_grad(p)
         pre, post = self._scale_factors()
-        handle = allreduce_async_(tensor, name="grad." +
-                                  self._parameter_names[p], op=self._op,
-                                  prescale_factor=pre, postscale_factor=post)
-        return handle, (tensor, ctx)
+        handle = allreduce_async_(tensor, name=name, op=self._op,
+                                  prescale_factor=pre, postscale_factor=post,
+                                  process_set=self._process_set)
+        return handle, (tensor, ctx, was_sparse)
 
     def _submit_group(self, index):
         members = self._groups[index]
         prepared = [self._prepared_grad(p) for p in members]
         pre, post = self._scale_factors()
         handle = grouped_allreduce_async_(
-            [t for t, _ in prepared],
+            [t for t, _, _ in prepared],
             name="grads.group%d.%s" % (index,
                                        self._parameter_names[members[0]]),
-            op=self._op, prescale_factor=pre, postscale_factor=post)
-        for p, (tensor, ctx) in zip(members, prepared):
-            self._handles[p] = (handle, (tensor, ctx))
+            op=self._op, prescale_factor=pre, postscale_factor=post,
+            process_set=self._process_set)
+        for p, entry in zip(members, prepared):
+            self._handles[p] = (handle, entry)
         self._group_submitted.add(index)
 
     def synchronize(self):
         """Waits for every gradient's allreduce (starting the ones backward
         did not reach, e.g. of unused parameters) and writes the results into
         the gradients."""
-        if hvdtune.size() <= 1:
+        if not self._distributed:
             self._synchronized = True
             return
         for p in self._requires_update:
@@ -206,14 +222,21 @@ class _DistributedOptimizer:
                 self._handles[p] = self._allreduce_grad_async(p)
             elif group not in self._group_submitted:
                 self._submit_group(group)
-        waited = set()
-        for p, (handle, (tensor, ctx)) in self._handles.items():
+        waited = {}
+        for p, (handle, entry) in self._handles.items():
             if id(handle) not in waited:
-                synchronize(handle)
-                waited.add(id(handle))
+                waited[id(handle)] = synchronize(handle)
             self._allreduce_delay[p] = self.backward_passes_per_step
+            if entry is None:  # a sparse gradient's allgathers
+                p.grad = waited[id(handle)]
+                continue
+            tensor, ctx, was_sparse = entry
             if tensor is not p.grad:
                 p.grad.copy_(self._compression.decompress(tensor, ctx))
+            if was_sparse:
+                # sparse_as_dense: reduced dense, handed back sparse (what
+                # e.g. SparseAdam requires).
+                p.grad = p.grad.to_sparse()
         self._handles.clear()
         self._group_submitted.clear()
         self._synchronized = True
@@ -233,11 +256,17 @@ class _DistributedOptimizer:
         if self._should_synchronize:
             if self._synchronized:
                 warnings.warn(
-                    "optimizer.step() after optimizer.synchronize() outside "
-                    "`with optimizer.skip_synchronize():` allreduces the "
-                    "gradients a second time")
+                    "optimizer.step() called without "
+                    "optimizer.skip_synchronize() after "
+                    "optimizer.synchronize(): the gradients are allreduced a "
+                    "second time (step inside `with "
+                    "optimizer.skip_synchronize():`)")
             self.synchronize()
         self._synchronized = False
+        return super().step(closure)
+
+    def _local_step(self, closure=None):
+        """The wrapped optimizer's own step, without any allreduce."""
         return super().step(closure)
 
     def zero_grad(self, *args, **kwargs):
@@ -254,7 +283,7 @@ def DistributedOptimizer(optimizer, named_parameters=None,
                          backward_passes_per_step=1, op=Average,
                          gradient_predivide_factor=1.0, num_groups=0,
                          groups=None, sparse_as_dense=False,
-                         process_set=None):
+                         process_set=global_process_set):
     """Returns `optimizer` (same class, same parameter groups) with its
     gradients averaged (op=Average) or summed (op=Sum) over all ranks.
 
@@ -262,19 +291,19 @@ def DistributedOptimizer(optimizer, named_parameters=None,
     locally (summed, as torch accumulates .grad; scale the loss by 1/N for
     a mean) and are allreduced once, on the N-th pass.
     num_groups>0: parameters are split, in order, into that many groups,
-    each allreduced as one unit (0: the runtime's num_groups knob)."""
+    each allreduced as one unit (0: the runtime's num_groups knob).
+    process_set: average over that set's ranks only; a rank outside it
+    steps on its own gradients."""
     if op == Adasum:
         raise _error(
             "invalid_argument",
             "DistributedOptimizer: op=Adasum is not supported by hvdtune "
-            "(use Average or Sum)")
+            "(use op=Average or op=Sum)")
     if op not in (Average, Sum):
         raise _error(
             "invalid_argument",
             "DistributedOptimizer: op must be Average or Sum, got %r" % (op,))
-    if process_set is not None:
-        raise _error("invalid_argument",
-                     "DistributedOptimizer: process sets are not supported")
+    process_set = _added_process_set(process_set, "DistributedOptimizer")
     if int(backward_passes_per_step) < 1:
         raise ValueError("backward_passes_per_step must be at least 1, got %r"
                          % (backward_passes_per_step,))
@@ -284,4 +313,4 @@ def DistributedOptimizer(optimizer, named_parameters=None,
                (_DistributedOptimizer, optimizer.__class__), {})
     return cls(optimizer.param_groups, named_parameters, compression,
                int(backward_passes_per_step), op, gradient_predivide_factor,
-               num_groups, groups, sparse_as_dense)
+               num_groups, groups, sparse_as_dense, process_set)

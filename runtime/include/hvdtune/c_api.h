@@ -53,6 +53,14 @@ int hvdtune_init(hvdtune_runtime** out, char* err, size_t err_len);
 /* Stops the runtime on every rank; pending handles fail with
  * HVDTUNE_ABORTED. Idempotent. HVDTUNE_INVALID_ARGUMENT for NULL. */
 int hvdtune_shutdown(hvdtune_runtime* rt);
+/* 1 while the collectives run; 0 once stopped (a shutdown on any rank),
+ * -1 for NULL. */
+int hvdtune_running(const hvdtune_runtime* rt);
+/* 1 once hvdtune_shutdown was called on this rank, 0 before (a shutdown
+ * another rank asked for stops the collectives but leaves this rank
+ * initialised: keep using the runtime, do not call hvdtune_init again
+ * while peers may have exited), -1 for NULL. */
+int hvdtune_is_shut_down(const hvdtune_runtime* rt);
 /* Shuts down if needed and frees the runtime; NULL is ignored. */
 void hvdtune_destroy(hvdtune_runtime* rt);
 
@@ -79,6 +87,49 @@ int hvdtune_allgather(hvdtune_runtime* rt, const char* name, const void* input,
                       int ndim, const int64_t* shape, int dtype,
                       hvdtune_handle** handle);
 
+/* Runtime::StartTimeline / StopTimeline: rank 0 writes Horovod's timeline
+ * to path (replacing and closing one being written) until stopped. The
+ * status code; hvdtune_last_error() says why on failure. */
+int hvdtune_start_timeline(hvdtune_runtime* rt, const char* path,
+                           int mark_cycles);
+int hvdtune_stop_timeline(hvdtune_runtime* rt);
+
+/* Completes on every rank once every rank called it. */
+int hvdtune_barrier(hvdtune_runtime* rt, hvdtune_handle** handle);
+/* This rank has no more data: until every rank joined it takes part in the
+ * others' allreduces with neutral elements (see Runtime::Join). The last
+ * rank to join: hvdtune_handle_last_joined_rank. */
+int hvdtune_join(hvdtune_runtime* rt, hvdtune_handle** handle);
+/* ndim >= 1; every rank passes the same shape. Rank r receives shape[0] /
+ * size rows, one more for the first shape[0] % size ranks, in
+ * hvdtune_handle_output. op as for allreduce (not on bool). */
+int hvdtune_reducescatter(hvdtune_runtime* rt, const char* name,
+                          const void* input, int ndim, const int64_t* shape,
+                          int dtype, int op, hvdtune_handle** handle);
+/* ndim >= 1. splits: nsplits == size counts of rows sent to each rank,
+ * adding up to shape[0]; or NULL with nsplits 0 for shape[0] / size rows
+ * each (shape[0] divisible by size). The rows received are in
+ * hvdtune_handle_output, how many came from each rank in
+ * hvdtune_handle_received_splits. */
+int hvdtune_alltoall(hvdtune_runtime* rt, const char* name, const void* input,
+                     int ndim, const int64_t* shape, int dtype,
+                     const int64_t* splits, int nsplits,
+                     hvdtune_handle** handle);
+/* n tensors negotiated and completed as one unit; member i: names[i],
+ * inputs[i], ndims[i], shapes[i], dtypes[i]; its result through
+ * hvdtune_handle_output_at(h, i, ...). */
+int hvdtune_grouped_allgather(hvdtune_runtime* rt, const char* group, int n,
+                              const char* const* names,
+                              const void* const* inputs, const int* ndims,
+                              const int64_t* const* shapes, const int* dtypes,
+                              hvdtune_handle** handle);
+int hvdtune_grouped_reducescatter(hvdtune_runtime* rt, const char* group, int n,
+                                  const char* const* names,
+                                  const void* const* inputs, const int* ndims,
+                                  const int64_t* const* shapes,
+                                  const int* dtypes, int op,
+                                  hvdtune_handle** handle);
+
 /* The message of the last call on this thread that failed with
  * HVDTUNE_INVALID_ARGUMENT, HVDTUNE_ABORTED or HVDTUNE_INTERNAL before
  * returning a handle ("" when none). Valid until this thread's next call. */
@@ -100,6 +151,19 @@ const char* hvdtune_handle_error(const hvdtune_handle* h);
 int hvdtune_handle_output(const hvdtune_handle* h, const void** data,
                           size_t* bytes, int64_t* shape, int max_ndim,
                           int* ndim);
+/* hvdtune_handle_output for member `index` of a grouped allgather or
+ * reducescatter (0 for a single tensor); HVDTUNE_INVALID_ARGUMENT for an
+ * index out of range. */
+int hvdtune_handle_output_at(const hvdtune_handle* h, int index,
+                             const void** data, size_t* bytes, int64_t* shape,
+                             int max_ndim, int* ndim);
+/* Alltoall: rows received from each rank (at most max copied; n, the
+ * number of ranks, may be NULL). Codes as hvdtune_handle_output. */
+int hvdtune_handle_received_splits(const hvdtune_handle* h, int64_t* splits,
+                                   int max, int* n);
+/* Join: the rank that joined last; -1 for NULL, while running, or for
+ * another collective. */
+int hvdtune_handle_last_joined_rank(const hvdtune_handle* h);
 /* Frees a handle (an unfinished operation still completes); NULL is
  * ignored. */
 void hvdtune_handle_release(hvdtune_handle* h);

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hvdtune/knobs.h"
 
@@ -45,7 +46,8 @@ struct AutotuneSettings {
   int retune_windows = 3;
   /// HVDTUNE_AUTOTUNE_SEED: the optimizer's seed.
   std::uint64_t seed = 1;
-  /// HOROVOD_AUTOTUNE_DB: the config store's SQLite file. Unset:
+  /// HOROVOD_AUTOTUNE_DB: the config store's SQLite file, or a
+  /// postgresql:// (postgres://) URI for a PostgreSQL server. Unset:
   /// $XDG_STATE_HOME/hvdtune/store.db, else $HOME/.local/state/hvdtune/
   /// store.db (both read through the same EnvLookup); empty when neither
   /// variable is set (no store).
@@ -77,7 +79,9 @@ struct TelemetrySettings {
   int metrics_port = -1;
   /// HVDTUNE_METRICS_ADDRESS: the IPv4 or IPv6 address they bind.
   std::string metrics_address = "127.0.0.1";
-  /// HOROVOD_TIMELINE: Chrome-trace file written by rank 0 (empty = none).
+  /// HOROVOD_TIMELINE: Chrome-trace file written by rank 0 (empty = none;
+  /// HOROVOD_TIMELINE=DYNAMIC leaves it empty: Runtime::StartTimeline
+  /// starts one later, as in Horovod).
   std::string timeline_path;
   /// HOROVOD_TIMELINE_MARK_CYCLES: mark every active cycle in the timeline.
   bool timeline_mark_cycles = false;
@@ -91,6 +95,10 @@ struct RuntimeConfig {
   /// The application splits its gradient list into knobs num_groups groups,
   /// so the autotuner may tune num_groups (not an environment setting).
   bool tune_num_groups = false;
+  /// The ranks of MPI_COMM_WORLD the runtime spans, ascending (a process
+  /// set: only they construct it); empty: all of them. Not an environment
+  /// setting.
+  std::vector<int> ranks;
 };
 
 /// Parses every HOROVOD_* / HVDTUNE_* setting strictly. Throws ConfigError

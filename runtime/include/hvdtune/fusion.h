@@ -28,7 +28,8 @@ struct FusionGroup {
   std::int64_t bytes = 0;
 };
 
-/// Packs allreduces with the same dtype and op into groups of at most
+/// Packs allreduces (and, apart from them, reducescatters) with the same
+/// dtype and op into groups of at most
 /// `threshold` bytes (a tensor larger than the threshold goes alone;
 /// threshold 0 means no fusion). A tensor of another dtype does not close an
 /// open group: each (dtype, op) has its own open buffer, so fp16 and fp32

@@ -42,10 +42,20 @@ class Handle {
   bool WaitFor(double seconds) const;
   /// kInProgress while running, then the final status.
   Status status() const;
-  /// Allgather only: the gathered bytes (rank order) and the output shape.
-  /// Valid after a successful Wait().
+  /// What allgather, reducescatter and alltoall return: the result's bytes
+  /// and shape (the first member's, for a grouped submission). Valid after a
+  /// successful Wait(); empty for the other collectives.
   const std::vector<std::uint8_t>& output() const;
   const std::vector<std::int64_t>& output_shape() const;
+  /// Member i of a grouped allgather or reducescatter (0 for a single
+  /// tensor); empty when there is no such member.
+  std::size_t num_outputs() const;
+  const std::vector<std::uint8_t>& output(std::size_t i) const;
+  const std::vector<std::int64_t>& output_shape(std::size_t i) const;
+  /// Alltoall: the rows received from each rank, in rank order.
+  const std::vector<std::int64_t>& received_splits() const;
+  /// Join: the rank that joined last (-1 before the join completed).
+  int last_joined_rank() const;
 
  private:
   std::shared_ptr<internal::HandleState> state_;
@@ -56,6 +66,14 @@ struct AllreduceTensor {
   std::string name;
   const void* input = nullptr;
   void* output = nullptr;
+  std::vector<std::int64_t> shape;
+  DataType dtype = DataType::kFloat32;
+};
+
+/// One input of a grouped allgather or reducescatter.
+struct InputTensor {
+  std::string name;
+  const void* input = nullptr;
   std::vector<std::int64_t> shape;
   DataType dtype = DataType::kFloat32;
 };
@@ -73,6 +91,9 @@ struct RuntimeOptions {
   std::vector<std::shared_ptr<EventSink>> sinks = {};
   /// Warm starts for the autotuner; none when null.
   std::shared_ptr<ConfigSource> config_source = nullptr;
+  /// The ranks of MPI_COMM_WORLD this runtime spans, ascending: a process
+  /// set, whose ranks alone construct it (collectively); empty: all ranks.
+  std::vector<int> ranks = {};
 };
 
 /// Counters of the cycle thread, for benchmarks and metrics.
@@ -126,7 +147,15 @@ class Runtime {
   /// Stops the cycle thread on every rank (any rank may call it first);
   /// pending handles fail with kAborted. Idempotent.
   void Shutdown();
+  /// False once the cycle loop stopped: after Shutdown() on any rank, or a
+  /// failure of the negotiation.
   bool running() const;
+  /// True once Shutdown() was called on this rank. A shutdown another rank
+  /// asked for stops the collectives here (running() is false) but leaves
+  /// this rank initialised, as in Horovod: a binding's init() should then
+  /// return at once rather than build a new Runtime, whose construction is
+  /// collective and would wait forever for ranks that have exited.
+  bool shut_down() const;
 
   int rank() const;
   int size() const;
@@ -157,6 +186,61 @@ class Runtime {
   /// differ per rank; the result is in Handle::output().
   Handle Allgather(std::string_view name, const void* input,
                    std::span<const std::int64_t> shape, DataType dtype);
+
+  /// Completes on every rank once every rank called it (Horovod's barrier).
+  /// One barrier may be in flight per rank at a time.
+  Handle Barrier();
+
+  /// Reduces every rank's `input` (shape[0] >= 0 rows, at least one
+  /// dimension) and leaves rank r its share of the rows in
+  /// Handle::output(): shape[0] / size rows each, and one more for the first
+  /// shape[0] % size ranks (Horovod's split). Fused with other
+  /// reducescatters of the same dtype and op like allreduce; op may be
+  /// kSum, kAverage, kMin, kMax or kProduct.
+  Handle Reducescatter(std::string_view name, const void* input,
+                       std::span<const std::int64_t> shape, DataType dtype,
+                       ReduceOp op);
+  /// Reducescatters `tensors` as one unit (negotiated, fused and completed
+  /// together; one failing member fails all). Member i's result is
+  /// Handle::output(i) / output_shape(i).
+  Handle GroupedReducescatter(std::string group,
+                              std::span<const InputTensor> tensors,
+                              ReduceOp op);
+
+  /// Sends rows of `input` (at least one dimension) to every rank: splits[d]
+  /// rows to rank d, in order, or shape[0] / size rows to each when
+  /// `splits` is empty (shape[0] must then divide evenly). The rows
+  /// received, in rank order, are in Handle::output(), and how many came
+  /// from each rank in Handle::received_splits(). All but the first
+  /// dimension must agree across ranks.
+  Handle Alltoall(std::string_view name, const void* input,
+                  std::span<const std::int64_t> shape, DataType dtype,
+                  std::span<const std::int64_t> splits = {});
+
+  /// Allgathers `tensors` as one unit (negotiated and completed together;
+  /// one failing member fails all). Member i's result is Handle::output(i)
+  /// / output_shape(i).
+  Handle GroupedAllgather(std::string group,
+                          std::span<const InputTensor> tensors);
+
+  /// This rank has no more data (Horovod's join): until every rank joined,
+  /// it takes part in the other ranks' allreduces with neutral elements (0
+  /// for sum and average, 1 for product, the type's extremes for min and
+  /// max; average still divides by size()), and barriers pass it; a
+  /// broadcast, allgather, reducescatter or alltoall submitted meanwhile
+  /// fails on every rank, saying so. Completes on every rank once all
+  /// joined; Handle::last_joined_rank() is the last to join.
+  Handle Join();
+
+  /// Starts writing Horovod's timeline to `path` (rank 0 writes; the other
+  /// ranks write nothing), replacing the one being written, if any (which
+  /// is closed). Horovod's start_timeline; HOROVOD_TIMELINE=DYNAMIC starts
+  /// none at init. Every rank may call it; errors (an empty path, no
+  /// timeline module in this build, a stopped runtime, a file that cannot
+  /// be opened) come back as the status.
+  Status StartTimeline(const std::string& path, bool mark_cycles = false);
+  /// Stops and closes the timeline being written (OK when there is none).
+  Status StopTimeline();
 
   /// The knob values the cycle thread is using now.
   KnobSettings knobs() const;

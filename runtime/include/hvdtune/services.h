@@ -116,6 +116,11 @@ struct Services {
   std::function<std::unique_ptr<Autotuner>(const TuningContext&)>
       make_autotuner;
   std::shared_ptr<ConfigSource> config_source;
+  /// Makes a timeline sink writing `path` (the timeline module); empty:
+  /// no timeline (HOROVOD_TIMELINE and StartTimeline are refused).
+  std::function<std::shared_ptr<EventSink>(const std::string& path,
+                                           bool mark_cycles)>
+      make_timeline;
 };
 
 /// The wiring any application gets from the environment: the GP autotuner

@@ -42,7 +42,12 @@ enum class CollectiveType : std::uint8_t {
   kAllreduce = 0,
   kBroadcast = 1,
   kAllgather = 2,
+  kBarrier = 3,
+  kReducescatter = 4,
+  kAlltoall = 5,
+  kJoin = 6,
 };
+inline constexpr int kNumCollectiveTypes = 7;
 
 /// Size in bytes of one element of `dtype`.
 std::size_t DataTypeSize(DataType dtype);

@@ -30,8 +30,11 @@ struct ConfigStoreService::Shared {
   std::int64_t hardware = 0, model = 0, run = 0;
 };
 
-ConfigStoreService::ConfigStoreService(std::string path, AutotuneStoreMode mode)
+ConfigStoreService::ConfigStoreService(std::string path, AutotuneStoreMode mode,
+                                       CountWrites count)
     : path_(std::move(path)),
+      display_(store::DisplayLocation(path_)),
+      count_(std::move(count)),
       mode_(mode),
       shared_(std::make_shared<Shared>()) {}
 
@@ -65,15 +68,20 @@ ConfigSource::WarmStart ConfigStoreService::Lookup(
     db = std::make_unique<store::Store>(store::StoreOptions{path_});
   } catch (const std::exception& e) {
     warm.lookup = StoreLookupEvent::Result::kError;
-    Warn(std::string(e.what()) + "; autotuning goes on without the store");
+    // A server may come back: its writes wait in the writer's queue.
+    const bool retry = dynamic_cast<const store::StoreUnavailable*>(&e);
+    Warn(std::string(e.what()) + "; autotuning goes on without the store" +
+         (retry ? " (its writes are queued and retried)" : ""));
     if (mode_ == AutotuneStoreMode::kApply) {
       warm.best = Sample{info.knobs, 0};
       warm.freeze = true;
     }
+    if (retry) StartWriter(nullptr, /*outage_reported=*/true);
+    Begin(hw, model, "fresh");
     return warm;
   }
   if (!db->network_fs().empty()) {
-    Warn("config store " + path_ + " is on a network file system (" +
+    Warn("config store " + display_ + " is on a network file system (" +
          db->network_fs() +
          "): using the rollback journal instead of WAL; only one host "
          "should write to it at a time");
@@ -105,8 +113,8 @@ ConfigSource::WarmStart ConfigStoreService::Lookup(
     } else if (mode_ == AutotuneStoreMode::kApply) {
       warm.best = Sample{info.knobs, 0};
       warm.freeze = true;
-      Warn("config store " + path_ + " has no configuration for " + printable +
-           "; HVDTUNE_AUTOTUNE_STORE=apply runs the initial " +
+      Warn("config store " + display_ + " has no configuration for " +
+           printable + "; HVDTUNE_AUTOTUNE_STORE=apply runs the initial " +
            "knobs untuned");
     } else {
       // Transfer: the nearest pairs' samples as prior observations.
@@ -141,23 +149,46 @@ ConfigSource::WarmStart ConfigStoreService::Lookup(
     warm.fingerprint = printable;
     warm.lookup = StoreLookupEvent::Result::kError;
   }
-  std::cerr << "[hvdtune rank 0] config store " << path_ << ": fingerprint "
+  std::cerr << "[hvdtune rank 0] config store " << display_ << ": fingerprint "
             << printable << ", "
             << (how.empty() ? std::string("nothing known, tuning fresh") : how)
             << std::endl;
 
   // From here on every write goes through the writer thread.
+  StartWriter(std::move(db), false);
+  Begin(hw, model, warm.source);
+  return warm;
+}
+
+void ConfigStoreService::StartWriter(std::unique_ptr<store::Store> db,
+                                     bool outage_reported) {
+  store::Writer::Options options;
+  const std::string path = path_;
+  options.open = [path] {
+    return std::make_unique<store::Store>(store::StoreOptions{path});
+  };
+  options.outage_reported = outage_reported;
+  options.notice = [](const std::string& what) {
+    std::cerr << "[hvdtune rank 0] " << what << std::endl;
+  };
+  options.count = count_;
   writer_ = std::make_unique<store::Writer>(
-      std::move(db), kQueueCapacity, [this](const std::string& w) { Warn(w); });
+      std::move(db), kQueueCapacity, [this](const std::string& w) { Warn(w); },
+      std::move(options));
+}
+
+void ConfigStoreService::Begin(const store::Fingerprint& hw,
+                               const store::Fingerprint& model,
+                               const std::string& source) {
+  if (!writer_) return;
   auto shared = shared_;
-  const std::string source = warm.source;
-  writer_->Push([shared, hw, model, source](store::Store& s) {
+  const double started = WallClock();
+  writer_->Push([shared, hw, model, source, started](store::Store& s) {
     shared->hardware = s.PutFingerprint("hardware", hw);
     shared->model = s.PutFingerprint("model", model);
     shared->run = s.BeginRun(shared->hardware, shared->model, HVDTUNE_VERSION,
-                             source, WallClock());
+                             source, started);
   });
-  return warm;
 }
 
 void ConfigStoreService::OnAutotuneSample(const AutotuneSampleEvent& e) {
@@ -226,8 +257,9 @@ void ConfigStoreService::OnStop() {
   });
   writer_->Finish();
   if (writer_->dropped() > 0 || writer_->failed() > 0) {
-    Warn("config store " + path_ + ": " + std::to_string(writer_->dropped()) +
-         " writes dropped (queue full or shutdown), " +
+    Warn("config store " + display_ + ": " +
+         std::to_string(writer_->dropped()) +
+         " writes dropped (queue full, server away or shutdown), " +
          std::to_string(writer_->failed()) + " failed");
   }
   writer_.reset();

@@ -2,10 +2,13 @@
 // looks up warm starts by fingerprint, and an EventSink that records every
 // autotune sample and phase change through the store's writer thread.
 // Rank 0 only reads and writes; other ranks' copies stay idle. Every
-// failure is one warning naming the file; the job goes on.
+// failure is one warning naming the file or server (never a password); the
+// job goes on. A server that cannot be reached at start or goes away later
+// is reconnected to by the writer thread, with the writes queued meanwhile.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,14 +19,21 @@
 #include "hvdtune/services.h"
 
 namespace hvdtune::store {
+class Store;
 class Writer;
-}
+struct Fingerprint;
+}  // namespace hvdtune::store
 
 namespace hvdtune::internal {
 
 class ConfigStoreService final : public EventSink, public ConfigSource {
  public:
-  ConfigStoreService(std::string path, AutotuneStoreMode mode);
+  /// Counts the writer's writes by result ("written", "dropped",
+  /// "failed"), e.g. into a metric.
+  using CountWrites = std::function<void(const char* result, std::uint64_t n)>;
+
+  ConfigStoreService(std::string path, AutotuneStoreMode mode,
+                     CountWrites count = {});
   ~ConfigStoreService() override;
 
   WarmStart Lookup(const RuntimeInfo& info,
@@ -43,8 +53,15 @@ class ConfigStoreService final : public EventSink, public ConfigSource {
   /// scores (the freeze's own score is the best of noisy samples, biased
   /// upwards, and a later run confirms against the stored score).
   void StoreFrozenBest();
+  void StartWriter(std::unique_ptr<store::Store> db, bool outage_reported);
+  // Queues the job's fingerprints and run (the first write).
+  void Begin(const store::Fingerprint& hw, const store::Fingerprint& model,
+             const std::string& source);
 
   std::string path_;
+  // path_ as messages show it (no password).
+  std::string display_;
+  CountWrites count_;
   AutotuneStoreMode mode_;
   std::shared_ptr<Shared> shared_;
   std::unique_ptr<store::Writer> writer_;

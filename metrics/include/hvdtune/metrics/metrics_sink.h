@@ -4,8 +4,10 @@
 // public event stream (hvdtune/events.h) and knob table (hvdtune/knobs.h).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "hvdtune/events.h"
 
@@ -35,6 +37,11 @@ class MetricsSink : public EventSink {
   void OnError(const ErrorEvent& e) override;
   void OnStall(const StallEvent& e) override;
   void OnStoreLookup(const StoreLookupEvent& e) override;
+
+  /// Rank 0's config store writes that ended, by result: "written",
+  /// "dropped" (queue full, server away, shutdown) or "failed". Any thread;
+  /// nothing before OnStart.
+  void CountStoreWrites(std::string_view result, std::uint64_t n);
 
   /// The port the endpoint listens on; 0 when there is none (not
   /// configured, or binding failed).

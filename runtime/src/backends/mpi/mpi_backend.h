@@ -16,6 +16,12 @@ class MpiBackend final : public Backend {
   Status Broadcast(void* buffer, std::int64_t bytes, int root) override;
   Status Allgatherv(const void* in, std::int64_t bytes, void* out,
                     const std::vector<std::int64_t>& bytes_per_rank) override;
+  Status Reducescatter(const void* in, void* out,
+                       const std::vector<std::int64_t>& counts, DataType dtype,
+                       ReduceOp op) override;
+  Status Alltoallv(const void* in, const std::vector<std::int64_t>& send_bytes,
+                   void* out,
+                   const std::vector<std::int64_t>& recv_bytes) override;
 
  private:
   MPI_Comm comm_;

@@ -54,7 +54,7 @@ Status MpiError(const char* call, int code) {
                           std::string(text, static_cast<std::size_t>(len)));
 }
 
-MpiContext MpiContext::Create() {
+MpiContext MpiContext::Create(const std::vector<int>& world_ranks) {
   MpiContext ctx;
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -85,8 +85,31 @@ MpiContext MpiContext::Create() {
         "MPI_Init_thread(MPI_THREAD_MULTIPLE) or let hvdtune do it)");
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  Check(MPI_Comm_dup(MPI_COMM_WORLD, &ctx.control), "MPI_Comm_dup");
-  Check(MPI_Comm_dup(MPI_COMM_WORLD, &ctx.data), "MPI_Comm_dup");
+  MPI_Comm parent = MPI_COMM_WORLD;
+  MPI_Comm subset = MPI_COMM_NULL;
+  if (!world_ranks.empty()) {
+    // A process set: collective over its ranks only, so the other ranks of
+    // the job need not take part.
+    MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+    MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    const int incl =
+        MPI_Group_incl(world_group, static_cast<int>(world_ranks.size()),
+                       world_ranks.data(), &group);
+    const int created =
+        incl == MPI_SUCCESS
+            ? MPI_Comm_create_group(MPI_COMM_WORLD, group, 0, &subset)
+            : incl;
+    if (group != MPI_GROUP_NULL) MPI_Group_free(&group);
+    MPI_Group_free(&world_group);
+    Check(created, "MPI_Comm_create_group");
+    if (subset == MPI_COMM_NULL) {
+      throw ConfigError("this rank is not one of the ranks the runtime spans");
+    }
+    parent = subset;
+  }
+  Check(MPI_Comm_dup(parent, &ctx.control), "MPI_Comm_dup");
+  Check(MPI_Comm_dup(parent, &ctx.data), "MPI_Comm_dup");
+  if (subset != MPI_COMM_NULL) MPI_Comm_free(&subset);
   MPI_Comm_set_errhandler(ctx.control, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(ctx.data, MPI_ERRORS_RETURN);
   MPI_Comm_rank(ctx.data, &ctx.rank);

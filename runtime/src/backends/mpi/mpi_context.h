@@ -29,8 +29,10 @@ struct MpiContext {
   bool initialized_mpi = false;
 
   /// Initialises MPI if needed (MPI_THREAD_MULTIPLE requested) and creates
-  /// the control and data communicators. Throws ConfigError on failure.
-  static MpiContext Create();
+  /// the control and data communicators over `world_ranks` of
+  /// MPI_COMM_WORLD (ascending; empty: all), collectively over those ranks
+  /// only. Throws ConfigError on failure.
+  static MpiContext Create(const std::vector<int>& world_ranks = {});
   /// Creates the local and cross communicators (collective on `data`).
   /// ranks_per_node > 0 groups consecutive ranks into emulated nodes
   /// instead of asking MPI; every rank must pass the same value. Throws
@@ -38,7 +40,7 @@ struct MpiContext {
   void SplitNodes(int ranks_per_node);
   /// Create() and SplitNodes() (the ranks must agree on ranks_per_node).
   static MpiContext Create(int ranks_per_node) {
-    MpiContext ctx = Create();
+    MpiContext ctx = Create(std::vector<int>{});
     ctx.SplitNodes(ranks_per_node);
     return ctx;
   }

@@ -1,13 +1,23 @@
-// The configuration store: one SQLite file that keeps, per (hardware,
-// model) fingerprint pair, every run, every scored autotune sample and the
-// best configuration. Knob values are kept by knob name, so a knob added
-// later is a new name, not a schema change.
+// The configuration store: per (hardware, model) fingerprint pair, every
+// run, every scored autotune sample and the best configuration. Knob values
+// are kept by knob name, so a knob added later is a new name, not a schema
+// change. Two backends with one schema, one set of versioned migrations and
+// the same semantics:
 //
-// Concurrency: WAL journal with a busy timeout (the rollback journal on a
-// network file system, where WAL cannot work); every write is one BEGIN
-// IMMEDIATE transaction with bound parameters. Any number of processes may
-// share a file. Failures throw StoreError with a message that names the
-// file; nothing here is fatal to a job (the caller warns and goes on).
+// - SQLite (a file path, the embedded default): WAL journal with a busy
+//   timeout (the rollback journal on a network file system, where WAL
+//   cannot work); every write is one BEGIN IMMEDIATE transaction. Any
+//   number of processes of one host may share a file.
+// - PostgreSQL (a libpq URI, postgresql://USER@HOST:PORT/DB?..., with
+//   libpq's environment, PGPASSFILE and sslmode honoured): a server that
+//   the jobs of many hosts share. Every write is one READ COMMITTED
+//   transaction; pg_backend.cc says how concurrent writers stay consistent.
+//
+// Every statement binds its parameters. Failures throw StoreError with a
+// message that names the file or the server (never a password); a lost or
+// refused connection throws StoreUnavailable, after which the store can be
+// opened again. Nothing here is fatal to a job (the caller warns and goes
+// on).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +41,13 @@ inline constexpr int kSchemaVersion = 2;
 class StoreError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+/// The server could not be reached, refused the connection or went away:
+/// worth trying again later (a StoreError of any other kind is not).
+class StoreUnavailable : public StoreError {
+ public:
+  using StoreError::StoreError;
 };
 
 /// A knob value as stored: integers (and bools) as INTEGER, floats as REAL,
@@ -111,6 +128,7 @@ struct MergeStats {
 };
 
 struct StoreOptions {
+  /// A file path (SQLite) or a postgresql:// or postgres:// URI.
   std::string path;
   /// How long a statement waits for another process's lock.
   int busy_timeout_ms = 2000;
@@ -118,6 +136,10 @@ struct StoreOptions {
   int target_version = kSchemaVersion;
   /// Open without creating or migrating; no writes.
   bool read_only = false;
+  /// PostgreSQL: the longest a statement waits for the server's answer
+  /// before the store counts as unavailable (a stopped server or a
+  /// partitioned network would otherwise hold a write for minutes).
+  int server_timeout_ms = 10000;
 };
 
 /// The per-user default: $XDG_STATE_HOME/hvdtune/store.db, else
@@ -128,23 +150,40 @@ std::string DefaultStorePath();
 /// file system (nfs, lustre, gpfs, cifs, ...); empty otherwise.
 std::string NetworkFileSystem(const std::string& path);
 
+/// True when `location` names a PostgreSQL server (postgresql:// or
+/// postgres://) rather than a file.
+bool IsServerLocation(const std::string& location);
+
+/// `location` as messages may show it: a path as it is; a URI as
+/// postgresql://USER@HOST:PORT/DB with no password and no query.
+std::string DisplayLocation(const std::string& location);
+
+namespace internal {
+class Backend;
+}
+
 class Store {
  public:
-  /// Opens (creating the file and its directory when needed) and migrates
-  /// to options.target_version. Throws StoreError: unwritable location,
-  /// locked, not a database, a schema newer than this build's.
+  /// Opens (creating the file and its directory when needed, or connecting
+  /// to the server) and migrates to options.target_version. Throws
+  /// StoreError: unwritable location, locked, not a database, a schema
+  /// newer than this build's; StoreUnavailable: a server that cannot be
+  /// reached or refuses the login.
   explicit Store(StoreOptions options);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  const std::string& path() const { return options_.path; }
+  /// The location as messages show it (DisplayLocation: no password).
+  const std::string& path() const { return display_; }
+  /// "sqlite" or "postgresql".
+  const char* backend() const;
   int schema_version() const;
-  /// "wal" or "delete".
+  /// "wal" or "delete" (SQLite); empty for a server.
   std::string journal_mode() const;
   /// Non-empty when the file is on a network file system (rollback
   /// journal in use).
-  const std::string& network_fs() const { return network_fs_; }
+  std::string network_fs() const;
 
   /// The fingerprint's row id, inserted when new. `kind`: "hardware" or
   /// "model".
@@ -166,6 +205,7 @@ class Store {
   std::vector<Sample> PairSamples(std::int64_t hardware, std::int64_t model,
                                   int limit);
 
+  /// Replaces the pair's best configuration (the last writer wins, whole).
   void SetBest(std::int64_t hardware, std::int64_t model, const Best& best);
   std::optional<Best> GetBest(std::int64_t hardware, std::int64_t model);
 
@@ -181,21 +221,19 @@ class Store {
   /// already present (same pair and start time) gets only the samples it
   /// lacks (by index, phase and time); a best configuration replaces the
   /// stored one only when its score is higher. With `dry_run` the
-  /// transaction is rolled back. Any failure leaves the file unchanged.
+  /// transaction is rolled back. Any failure leaves the store unchanged.
   MergeStats Merge(const std::vector<PairRecord>& pairs, bool dry_run);
 
-  /// PRAGMA integrity_check's first line ("ok" when sound).
+  /// "ok" when sound (SQLite: PRAGMA integrity_check's first line; a
+  /// server: every sample's and best value's row has its parent).
   std::string IntegrityCheck();
 
-  /// The raw connection (tests).
-  sqlite3* db() { return db_; }
+  /// The raw SQLite connection (tests); null for a server.
+  sqlite3* db();
 
  private:
-  void Migrate();
-
-  StoreOptions options_;
-  sqlite3* db_ = nullptr;
-  std::string network_fs_;
+  std::string display_;
+  std::unique_ptr<internal::Backend> backend_;
 };
 
 }  // namespace hvdtune::store

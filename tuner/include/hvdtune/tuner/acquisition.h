@@ -23,11 +23,20 @@ struct AcquisitionSettings {
   double xi = 0.0;  ///< EI improvement margin over the incumbent.
   /// Added to xi by the optimizer: this many times the model's noise
   /// standard deviation, so that a noisy objective does not chase
-  /// improvements smaller than its noise (0 on noise-free functions, where
-  /// the fitted noise is tiny).
+  /// improvements smaller than its noise; see NoiseMargin.
   double xi_noise = 1.0;
+  /// The fitted noise variance (standardised units) at which the margin is
+  /// half of xi_noise sd. Far below it the margin vanishes: on a noise-free
+  /// function the fitted noise is the model's misfit, about 1e-7, and a
+  /// margin of its size would stop the refinement of the optimum.
+  double xi_noise_half_variance = 3e-5;
   double ucb_beta = 4.0;  ///< UCB exploration weight.
 };
+
+/// The margin added to xi for a model whose fitted noise variance is
+/// `noise_variance`: xi_noise * sd * v / (v + xi_noise_half_variance), about
+/// xi_noise * sd where the noise is real, and 0 where it is only misfit.
+double NoiseMargin(const AcquisitionSettings& settings, double noise_variance);
 
 /// log h(z) with h(z) = phi(z) + z Phi(z), so EI = sigma * h(z). Accurate for
 /// any finite z: direct for z > -1, erfcx with log1mexp down to z = -100

@@ -33,10 +33,11 @@
 //    shape the model but are never frozen on unmeasured, since their scores
 //    may be on another scale. The frozen configuration is handed out by
 //    TakeConfig() like any other.
-//  - frozen: the first frozen sample is the reference; a later sample that
-//    is not degraded raises it to its score if higher; `retune_windows`
-//    consecutive samples below (1 - retune_drop) x the reference re-open
-//    tuning.
+//  - frozen: the first 5 frozen samples make a reference (median and robust
+//    spread of the log scores, the spread at least ln(1/(1 - retune_drop))
+//    / 3); every later sample's drop below it, in spreads, feeds a one-sided
+//    CUSUM whose alarm re-opens tuning: a drop of 4 spreads or more is
+//    detected at its `retune_windows`-th sample (autotune_policy_state.h).
 //  - re-tuning: a fresh optimizer (seed `seed` + exploration samples so
 //    far) observes the configuration in force with the score that triggered
 //    the re-tune, then explores for max(4, max_samples / 2) samples (the
@@ -85,10 +86,10 @@ struct AutotunePolicySettings {
   /// Horovod's HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE; the GP noise floor
   /// is (noise / 10)^2.
   double gaussian_process_noise = 0.8;
-  /// Relative score drop after freezing that counts as degraded (0: never
-  /// re-tune).
+  /// The smallest relative drop worth re-tuning for: the frozen phase's
+  /// spread is taken as at least a third of it (0: never re-tune).
   double retune_drop = 0.15;
-  /// Consecutive degraded samples that re-open tuning.
+  /// Samples after which a lasting drop of 4 spreads re-opens tuning.
   int retune_windows = 3;
   /// What a round freezes on may differ from the configuration in force
   /// when the round began only where the model puts the change more than

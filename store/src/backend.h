@@ -1,0 +1,53 @@
+// What a store backend implements: the same operations, with the same
+// semantics, over SQLite (sqlite_backend.h) or a PostgreSQL server
+// (pg_backend.h). Store (store.h) chooses one from its location and
+// forwards to it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hvdtune/store/store.h"
+
+namespace hvdtune::store::internal {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual int schema_version() = 0;
+  virtual std::string journal_mode() { return {}; }
+  virtual std::string network_fs() const { return {}; }
+  virtual sqlite3* sqlite_handle() { return nullptr; }
+
+  virtual std::int64_t PutFingerprint(const std::string& kind,
+                                      const Fingerprint& fp) = 0;
+  virtual std::optional<std::int64_t> FindFingerprint(
+      const std::string& kind, const std::string& hash) = 0;
+  virtual std::int64_t BeginRun(std::int64_t hardware, std::int64_t model,
+                                const std::string& version,
+                                const std::string& source, double started) = 0;
+  virtual void EndRun(std::int64_t run, const std::string& status,
+                      double ended) = 0;
+  virtual std::optional<RunInfo> GetRun(std::int64_t run) = 0;
+  virtual void AddSamples(std::int64_t run,
+                          const std::vector<Sample>& samples) = 0;
+  virtual std::vector<Sample> RunSamples(std::int64_t run) = 0;
+  virtual std::vector<Sample> PairSamples(std::int64_t hardware,
+                                          std::int64_t model, int limit) = 0;
+  virtual void SetBest(std::int64_t hardware, std::int64_t model,
+                       const Best& best) = 0;
+  virtual std::optional<Best> GetBest(std::int64_t hardware,
+                                      std::int64_t model) = 0;
+  virtual std::vector<KnownPair> KnownPairs() = 0;
+  virtual std::vector<PairSummary> ListPairs() = 0;
+  virtual std::vector<RunInfo> PairRuns(std::int64_t hardware,
+                                        std::int64_t model) = 0;
+  virtual MergeStats Merge(const std::vector<PairRecord>& pairs,
+                           bool dry_run) = 0;
+  virtual std::string IntegrityCheck() = 0;
+};
+
+}  // namespace hvdtune::store::internal
