@@ -21,6 +21,8 @@
 #include "pg_backend.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <charconv>
@@ -206,8 +208,9 @@ std::string PgDisplayName(const std::string& uri) {
 // (a lost connection is StoreUnavailable).
 class PgConnection {
  public:
-  PgConnection(PGconn* conn, const std::string& name, const std::string& secret)
-      : conn_(conn), name_(name), secret_(secret) {}
+  PgConnection(PGconn* conn, const std::string& name, const std::string& secret,
+               int timeout_ms)
+      : conn_(conn), name_(name), secret_(secret), timeout_ms_(timeout_ms) {}
 
   [[noreturn]] void Fail(std::string_view what, const PGresult* r) const {
     std::string msg = "config store " + name_ + ": " + std::string(what) +
@@ -226,8 +229,11 @@ class PgConnection {
 
   Result Exec(const char* sql, const Params& params = {}) const {
     const std::vector<const char*> values = params.Pointers();
-    Result r(PQexecParams(conn_, sql, params.size(), nullptr, values.data(),
-                          nullptr, nullptr, 0));
+    if (!PQsendQueryParams(conn_, sql, params.size(), nullptr, values.data(),
+                           nullptr, nullptr, 0)) {
+      Fail("sending '" + std::string(sql).substr(0, 40) + "'", nullptr);
+    }
+    Result r = Await(sql);
     const auto status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
       Fail("executing '" + std::string(sql).substr(0, 40) + "'", r.get());
@@ -237,16 +243,67 @@ class PgConnection {
 
   // Several statements without parameters (migrations).
   void Script(const char* sql) const {
-    Result r(PQexec(conn_, sql));
+    if (!PQsendQuery(conn_, sql)) Fail("sending a migration", nullptr);
+    Result r = Await(sql);
     if (!r || PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
       Fail("migrating", r.get());
     }
   }
 
  private:
+  // The answer to what was sent: the first error, else the last result.
+  // A server that does not answer within the timeout (stopped, or the
+  // network partitioned: TCP alone may wait for many minutes) makes the
+  // store unavailable, and the connection is shut so that nothing else
+  // waits on it.
+  Result Await(const char* sql) const {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(timeout_ms_);
+    auto wait = [&](short events) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd p{PQsocket(conn_), events, 0};
+      return left.count() > 0 &&
+             poll(&p, 1, static_cast<int>(left.count())) > 0;
+    };
+    auto timed_out = [&] {
+      shutdown(PQsocket(conn_), SHUT_RDWR);
+      throw StoreUnavailable("config store " + name_ +
+                             ": no answer from the server within " +
+                             std::to_string(timeout_ms_ / 1000.0).substr(0, 4) +
+                             " s to '" + std::string(sql).substr(0, 40) + "'");
+    };
+    while (PQflush(conn_) == 1) {
+      if (!wait(POLLOUT | POLLIN)) timed_out();
+    }
+    Result kept;
+    while (true) {
+      while (PQisBusy(conn_)) {
+        if (!wait(POLLIN)) timed_out();
+        if (!PQconsumeInput(conn_)) break;
+      }
+      PGresult* r = PQgetResult(conn_);
+      if (r == nullptr) break;
+      const auto status = PQresultStatus(r);
+      const bool error =
+          status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK;
+      const bool kept_error = kept &&
+                              PQresultStatus(kept.get()) != PGRES_COMMAND_OK &&
+                              PQresultStatus(kept.get()) != PGRES_TUPLES_OK;
+      if (kept_error && !error) {
+        PQclear(r);
+      } else {
+        kept.reset(r);
+      }
+      if (PQstatus(conn_) == CONNECTION_BAD) break;
+    }
+    return kept;
+  }
+
   PGconn* conn_;
   const std::string& name_;
   std::string secret_;
+  int timeout_ms_;
 };
 
 namespace {
@@ -523,7 +580,7 @@ PgBackend::PgBackend(StoreOptions options)
   PQsetNoticeProcessor(
       conn_, [](void*, const char*) {}, nullptr);
   try {
-    PgConnection c(conn_, name_, secret);
+    PgConnection c(conn_, name_, secret, options_.server_timeout_ms);
     // No notices on stderr.
     c.Exec("SET client_min_messages = warning");
     // Readers (hvd-tune show, export, doctor) cannot write by mistake.
@@ -548,11 +605,12 @@ PgBackend::PgBackend(StoreOptions options)
 PgBackend::~PgBackend() { PQfinish(conn_); }
 
 int PgBackend::schema_version() {
-  return ReadVersion(PgConnection(conn_, name_, secret_));
+  return ReadVersion(
+      PgConnection(conn_, name_, secret_, options_.server_timeout_ms));
 }
 
 void PgBackend::Migrate() {
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   PgTransaction tx(c);
   c.Exec("SELECT pg_advisory_xact_lock($1)", Params().Int(kMigrationLock));
   const int from = ReadVersion(c);
@@ -572,13 +630,14 @@ void PgBackend::Migrate() {
 
 std::int64_t PgBackend::PutFingerprint(const std::string& kind,
                                        const Fingerprint& fp) {
-  return InsertFingerprint(PgConnection(conn_, name_, secret_), kind, fp,
-                           nullptr);
+  return InsertFingerprint(
+      PgConnection(conn_, name_, secret_, options_.server_timeout_ms), kind, fp,
+      nullptr);
 }
 
 std::optional<std::int64_t> PgBackend::FindFingerprint(
     const std::string& kind, const std::string& hash) {
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   Result r = c.Exec("SELECT id FROM fingerprints WHERE kind = $1 AND hash = $2",
                     Params().Text(kind).Text(hash));
   if (PQntuples(r.get()) == 0) return std::nullopt;
@@ -588,7 +647,7 @@ std::optional<std::int64_t> PgBackend::FindFingerprint(
 std::int64_t PgBackend::BeginRun(std::int64_t hardware, std::int64_t model,
                                  const std::string& version,
                                  const std::string& source, double started) {
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   Result r = c.Exec(
       "INSERT INTO runs(hardware_id, model_id, started, status, version, "
       "source) VALUES($1, $2, $3, 'running', $4, $5) RETURNING id",
@@ -599,13 +658,13 @@ std::int64_t PgBackend::BeginRun(std::int64_t hardware, std::int64_t model,
 
 void PgBackend::EndRun(std::int64_t run, const std::string& status,
                        double ended) {
-  PgConnection(conn_, name_, secret_)
+  PgConnection(conn_, name_, secret_, options_.server_timeout_ms)
       .Exec("UPDATE runs SET status = $1, ended = $2 WHERE id = $3",
             Params().Text(status).Real(ended).Int(run));
 }
 
 std::optional<RunInfo> PgBackend::GetRun(std::int64_t run) {
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   Result r = c.Exec((std::string(kRunColumns) + "WHERE id = $1").c_str(),
                     Params().Int(run));
   if (PQntuples(r.get()) == 0) return std::nullopt;
@@ -615,7 +674,7 @@ std::optional<RunInfo> PgBackend::GetRun(std::int64_t run) {
 void PgBackend::AddSamples(std::int64_t run,
                            const std::vector<Sample>& samples) {
   if (samples.empty()) return;
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   if (samples.size() == 1) {
     InsertSample(c, run, samples[0]);  // one statement: atomic by itself
     return;
@@ -626,7 +685,7 @@ void PgBackend::AddSamples(std::int64_t run,
 }
 
 std::vector<Sample> PgBackend::RunSamples(std::int64_t run) {
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   Result rows = c.Exec(
       "SELECT id, idx, phase, score, time FROM samples WHERE run_id = $1 "
       "ORDER BY idx, id",
@@ -636,7 +695,7 @@ std::vector<Sample> PgBackend::RunSamples(std::int64_t run) {
 
 std::vector<Sample> PgBackend::PairSamples(std::int64_t hardware,
                                            std::int64_t model, int limit) {
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   Result rows = c.Exec(
       "SELECT * FROM (SELECT s.id, s.idx, s.phase, s.score, s.time FROM "
       "samples s JOIN runs r ON r.id = s.run_id WHERE r.hardware_id = $1 AND "
@@ -647,7 +706,7 @@ std::vector<Sample> PgBackend::PairSamples(std::int64_t hardware,
 
 void PgBackend::SetBest(std::int64_t hardware, std::int64_t model,
                         const Best& best) {
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   PgTransaction tx(c);
   WriteBest(c, hardware, model, best);
   tx.Commit();
@@ -655,7 +714,7 @@ void PgBackend::SetBest(std::int64_t hardware, std::int64_t model,
 
 std::optional<Best> PgBackend::GetBest(std::int64_t hardware,
                                        std::int64_t model) {
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   // One statement, one snapshot: the row and its values belong together.
   Result r = c.Exec(
       "SELECT b.score, b.run_id, b.time, v.knob, v.int_value, v.real_value, "
@@ -675,7 +734,7 @@ std::optional<Best> PgBackend::GetBest(std::int64_t hardware,
 }
 
 std::vector<KnownPair> PgBackend::KnownPairs() {
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   Result r = c.Exec(R"sql(
 SELECT r.hardware_id, r.model_id, h.text, m.text, COUNT(s.id)
 FROM runs r
@@ -693,7 +752,7 @@ GROUP BY r.hardware_id, r.model_id, h.text, m.text)sql");
 }
 
 std::vector<PairSummary> PgBackend::ListPairs() {
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   Result r = c.Exec(R"sql(
 SELECT r.hardware_id, r.model_id, h.text, m.text, COUNT(DISTINCT r.id),
        (SELECT COUNT(*) FROM samples s JOIN runs r2 ON r2.id = s.run_id
@@ -728,7 +787,7 @@ ORDER BY 8 DESC, r.hardware_id, r.model_id)sql");
 
 std::vector<RunInfo> PgBackend::PairRuns(std::int64_t hardware,
                                          std::int64_t model) {
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   Result r = c.Exec((std::string(kRunColumns) +
                      "WHERE hardware_id = $1 AND model_id = $2 ORDER BY "
                      "started, id")
@@ -742,7 +801,7 @@ std::vector<RunInfo> PgBackend::PairRuns(std::int64_t hardware,
 MergeStats PgBackend::Merge(const std::vector<PairRecord>& pairs,
                             bool dry_run) {
   using SampleKey = std::tuple<int, std::string, double>;
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   MergeStats stats;
   PgTransaction tx(c);
   for (const PairRecord& pair : pairs) {
@@ -824,7 +883,7 @@ MergeStats PgBackend::Merge(const std::vector<PairRecord>& pairs,
 }
 
 std::string PgBackend::IntegrityCheck() {
-  PgConnection c(conn_, name_, secret_);
+  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   // Foreign keys hold the rest; best_values has none to its best row.
   Result r = c.Exec(
       "SELECT COUNT(*) FROM best_values v WHERE NOT EXISTS (SELECT 1 FROM "

@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -179,10 +180,15 @@ class PgServer {
   /// SIGKILL to the server and every backend (a crash, a power cut).
   void Kill() {
     if (pid_ <= 0) return;
-    kill(-pid_, SIGKILL);
+    Signal(SIGKILL);
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
+
+  /// SIGSTOP / SIGCONT to the server and every backend: a server that
+  /// stops answering, as behind a network partition, and comes back.
+  void Pause() { Signal(SIGSTOP); }
+  void Resume() { Signal(SIGCONT); }
 
   /// Fast shutdown (clients disconnected).
   void Stop() {
@@ -208,6 +214,30 @@ class PgServer {
   }
 
  private:
+  // `sig` to the postmaster and its children (each backend is a session of
+  // its own, so the postmaster's process group is not enough).
+  void Signal(int sig) const {
+    if (pid_ <= 0) return;
+    std::vector<pid_t> pids = {pid_};
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = e.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat(e.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      // pid (comm) state ppid ...: comm may hold spaces, ppid follows ')'.
+      const auto close = line.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(line.substr(close + 1));
+      std::string state;
+      pid_t ppid = 0;
+      rest >> state >> ppid;
+      if (ppid == pid_) pids.push_back(std::stoi(name));
+    }
+    // Children first, so that the postmaster never sees one of them go.
+    for (auto it = pids.rbegin(); it != pids.rend(); ++it) kill(*it, sig);
+  }
+
   static int FreePort() {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};

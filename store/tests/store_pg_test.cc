@@ -410,5 +410,62 @@ TEST_F(StorePgTest, WriterReconnectsAfterAKillAndCountsWhatItDrops) {
   EXPECT_EQ(s.RunSamples(run).size(), 500u);
 }
 
+// A server that stops answering (SIGSTOP: what a network partition looks
+// like to the client, the connection neither closes nor answers) and comes
+// back: the writer gives up on the silent connection after the timeout,
+// warns once, queues, and writes everything once the server answers again.
+TEST_F(StorePgTest, WriterSurvivesAServerThatStopsAnsweringAndComesBack) {
+  const std::string uri = where_.Fresh() + "?connect_timeout=2";
+  std::int64_t run = 0;
+  {
+    Store s({uri});
+    run = s.BeginRun(s.PutFingerprint("hardware", TestHardware()),
+                     s.PutFingerprint("model", testing::TestModel()), "0.1.0",
+                     "fresh", 1);
+  }
+  struct Resume {  // the shared server answers again whatever happens here
+    PgServer* server;
+    ~Resume() { server->Resume(); }
+  } resume{server_};
+  StoreOptions options{uri};
+  options.server_timeout_ms = 500;
+  std::atomic<int> warnings{0};
+  WriterOptions reconnect;
+  reconnect.open = [options] { return std::make_unique<Store>(options); };
+  reconnect.first_delay_seconds = 0.05;
+  reconnect.max_delay_seconds = 0.2;
+  Writer writer(
+      std::make_unique<Store>(options), 100000,
+      [&](const std::string& w) {
+        ++warnings;
+        EXPECT_NE(w.find("postgresql://postgres@"), std::string::npos) << w;
+      },
+      reconnect);
+  for (int i = 0; i < 300; ++i) {
+    if (i == 100) {
+      while (writer.written() < 50) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      server_->Pause();
+    }
+    writer.Push([run, i](Store& s) { s.AddSamples(run, {MakeSample(i, i)}); });
+  }
+  const auto paused = std::chrono::steady_clock::now();
+  while (warnings.load() == 0 &&
+         std::chrono::steady_clock::now() - paused < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(warnings.load(), 1) << "the silent server was not noticed";
+  server_->Resume();
+  writer.Finish(30);
+  EXPECT_EQ(writer.written(), 300u);
+  EXPECT_EQ(writer.dropped(), 0u);
+  EXPECT_EQ(warnings.load(), 1);
+  Store s({uri});
+  std::set<int> present;
+  for (const Sample& x : s.RunSamples(run)) present.insert(x.index);
+  EXPECT_EQ(present.size(), 300u) << "rows lost across the partition";
+}
+
 }  // namespace
 }  // namespace hvdtune::store

@@ -254,12 +254,27 @@ TEST(WarmStartTest, BadStoreFilesNeverStopAJob) {
   }
 }
 
-// Rank 0's server for the PostgreSQL cases (null where none can run).
+// Rank 0's server for the PostgreSQL cases, started by the first of them
+// (so that it does not share the cores with the SQLite cases' jobs); null
+// where none can run.
+std::unique_ptr<store::testing::PgServer> pg_server_owner;
 store::testing::PgServer* pg_server = nullptr;
 
 // Rank 0 makes a database; every rank gets its URI ("" = skip).
 std::string SharedDatabase(const std::string& name) {
   char buf[512] = {};
+  static bool tried = false;
+  if (IsRoot() && !tried) {
+    tried = true;
+    if (store::testing::PgServer::MissingReason().empty()) {
+      try {
+        pg_server_owner = std::make_unique<store::testing::PgServer>();
+        pg_server = pg_server_owner.get();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "no PostgreSQL server: %s\n", e.what());
+      }
+    }
+  }
   if (IsRoot() && pg_server) {
     pg_server->CreateDatabase(name).copy(buf, sizeof buf - 1);
   }
@@ -336,18 +351,9 @@ int main(int argc, char** argv) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
   }
-  // Rank 0 runs a PostgreSQL server for the whole job where it can.
-  std::unique_ptr<hvdtune::store::testing::PgServer> server;
-  if (rank == 0 && hvdtune::store::testing::PgServer::MissingReason().empty()) {
-    try {
-      server = std::make_unique<hvdtune::store::testing::PgServer>();
-      hvdtune::pg_server = server.get();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "no PostgreSQL server: %s\n", e.what());
-    }
-  }
   const int rc = RUN_ALL_TESTS();
-  server.reset();
+  hvdtune::pg_server = nullptr;
+  hvdtune::pg_server_owner.reset();
   int worst = rc;
   MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();

@@ -110,19 +110,14 @@ class PgServer:
                 raise RuntimeError("postgres did not start: " + self.read_log())
             time.sleep(0.05)
 
-    def kill(self):
-        """SIGKILL to the server and every backend."""
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
     def stop(self):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.kill()
+                self.proc.kill()
+                self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def uri(self, db, user="postgres", password=PASSWORD):

@@ -136,6 +136,10 @@ struct StoreOptions {
   int target_version = kSchemaVersion;
   /// Open without creating or migrating; no writes.
   bool read_only = false;
+  /// PostgreSQL: the longest a statement waits for the server's answer
+  /// before the store counts as unavailable (a stopped server or a
+  /// partitioned network would otherwise hold a write for minutes).
+  int server_timeout_ms = 10000;
 };
 
 /// The per-user default: $XDG_STATE_HOME/hvdtune/store.db, else
