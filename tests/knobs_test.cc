@@ -61,7 +61,7 @@ TEST(KnobTable, HorovodDefaults) {
             "fusion_threshold=134217728 cycle_time=1 cache_capacity=1024 "
             "allreduce_algorithm=native ring_segment_bytes=1048576 "
             "hierarchical_allgather=false num_groups=0 "
-            "pipeline_chunk_bytes=4194304");
+            "pipeline_chunk_bytes=4194304 hierarchical_chunk_bytes=0");
 }
 
 TEST(KnobParsing, UnsetVariablesKeepDefaultsAndStayTunable) {

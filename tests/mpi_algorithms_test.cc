@@ -200,6 +200,67 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::ValuesIn(kLayouts)),
     DirectName);
 
+class HierarchicalPiecesTest : public ::testing::TestWithParam<Layout> {};
+
+// The pipelined hierarchical allreduce at and around its piece boundaries:
+// pieces of one element per local rank (the smallest), of an odd number of
+// elements, whole-buffer (0), and counts one below, at and one above a
+// multiple of the piece, with segments smaller than a piece's shard.
+TEST_P(HierarchicalPiecesTest, PieceBoundariesMatchReference) {
+  MpiFixture fx(GetParam().ranks_per_node);
+  internal::HierarchicalAllreduce algorithm;
+  for (DataType dtype : {DataType::kUInt8, DataType::kInt32, DataType::kFloat16,
+                         DataType::kFloat64}) {
+    const auto esize = static_cast<std::int64_t>(DataTypeSize(dtype));
+    for (const std::int64_t piece_elems : {0, 1, 7, 1000}) {
+      KnobSettings knobs;
+      knobs.Set(KnobId::kHierarchicalChunkBytes,
+                static_cast<double>(piece_elems * esize));
+      knobs.Set(KnobId::kRingSegmentBytes, 4096);
+      const AlgorithmContext ctx = fx.Context(knobs);
+      // The piece in elements (at least one per local rank); the same
+      // counts on every rank, also where nodes differ in size.
+      int local_size = fx.mpi().local_size;
+      MPI_Allreduce(MPI_IN_PLACE, &local_size, 1, MPI_INT, MPI_MAX,
+                    fx.mpi().data);
+      const std::int64_t p =
+          std::max<std::int64_t>({piece_elems, local_size, std::int64_t{1}});
+      std::vector<std::int64_t> counts = {1, 2, 3, 5};
+      for (const std::int64_t k : {1, 2, 3, 17}) {
+        for (const std::int64_t d : {-1, 0, 1}) {
+          if (k * p + d > 0) counts.push_back(k * p + d);
+        }
+      }
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        for (const std::int64_t count : counts) {
+          for (bool in_place : {false, true}) {
+            SCOPED_TRACE(std::string(DataTypeName(dtype)) + " " +
+                         std::string(ReduceOpName(op)) + " count " +
+                         std::to_string(count) + " piece " +
+                         std::to_string(piece_elems) +
+                         (in_place ? " in place" : ""));
+            CheckOne(algorithm, ctx, dtype, op, count, in_place);
+          }
+        }
+      }
+    }
+  }
+  // Many pieces of a large buffer, each several segments long.
+  KnobSettings knobs;
+  knobs.Set(KnobId::kHierarchicalChunkBytes, 3 * 65536 + 4);
+  knobs.Set(KnobId::kRingSegmentBytes, 16384);
+  CheckOne(algorithm, fx.Context(knobs), DataType::kFloat32, ReduceOp::kSum,
+           1000003, false);
+  CheckOne(algorithm, fx.Context(knobs), DataType::kFloat32, ReduceOp::kSum,
+           1000003, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, HierarchicalPiecesTest,
+                         ::testing::ValuesIn(kLayouts),
+                         [](const ::testing::TestParamInfo<Layout>& info) {
+                           return std::string(info.param.name);
+                         });
+
 class HierarchicalAllgatherDirectTest
     : public ::testing::TestWithParam<Layout> {};
 

@@ -161,6 +161,24 @@ std::array<KnobSpec, kNumKnobs> BuildTable() {
            "Allreduces (fused or not) run in chunks of this size: copy in, "
            "reduce and copy out chunk by chunk while it is in cache; 0 = one "
            "piece."},
+      {.id = KnobId::kHierarchicalChunkBytes,
+       .name = "hierarchical_chunk_bytes",
+       .env = "HVDTUNE_HIERARCHICAL_CHUNK_BYTES",
+       .type = KnobType::kInteger,
+       .scale = KnobScale::kLog,
+       .default_value = 0,
+       .min_value = 0,
+       .max_value = 16384 * kMiB,
+       .tune_as = TuneAs::kNever,
+       .tune_min = 1 * kMiB,
+       .tune_max = 16 * kMiB,
+       .unit = "bytes",
+       .description =
+           "Pipeline piece of the hierarchical allreduce: while one piece "
+           "crosses the network between nodes, the next is reduce-scattered "
+           "and the previous allgathered inside the node; 0 = one piece (the "
+           "three phases one after another). Not tuned: on the emulated "
+           "cluster of docs/benchmarks.md it measured no faster than 0."},
   }};
 }
 

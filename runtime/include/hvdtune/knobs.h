@@ -24,6 +24,7 @@ enum class KnobId : int {
   kHierarchicalAllgather,
   kNumGroups,
   kPipelineChunkBytes,
+  kHierarchicalChunkBytes,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(KnobId::kCount);
@@ -137,6 +138,9 @@ class KnobSettings {
   int num_groups() const { return static_cast<int>(Get(KnobId::kNumGroups)); }
   std::int64_t pipeline_chunk_bytes() const {
     return static_cast<std::int64_t>(Get(KnobId::kPipelineChunkBytes));
+  }
+  std::int64_t hierarchical_chunk_bytes() const {
+    return static_cast<std::int64_t>(Get(KnobId::kHierarchicalChunkBytes));
   }
 
   /// Human form of one knob's value: "134217728", "1.5", "native", "true".

@@ -9,12 +9,19 @@
 
 namespace hvdtune::internal {
 
-/// With every node holding the same number of ranks L (the usual layout):
+/// With every node holding the same number of ranks L (the usual layout),
+/// the buffer is cut into pieces of hierarchical_chunk_bytes (0: one piece)
+/// and each piece goes through
 ///   1. ring reduce-scatter on the node's local communicator: local rank i
-///      ends with chunk (i + 1) % L of the node's sum;
+///      ends with chunk (i + 1) % L of the piece's node sum;
 ///   2. ring allreduce of that chunk on the cross communicator (the ranks
 ///      with the same local rank, one per node, all holding the same chunk);
 ///   3. ring allgather on the local communicator.
+/// The pieces are pipelined: while piece p crosses the network (2), piece
+/// p + 1 is reduce-scattered and piece p - 1 allgathered inside the node, so
+/// the slow link between nodes stays busy. One thread drives both rings
+/// (RingEngine::Start/Progress); each communicator carries one ring at a
+/// time, in the same order on every rank.
 /// One node is a plain ring on the local communicator; one rank per node a
 /// plain ring on the cross communicator.
 ///
@@ -38,11 +45,16 @@ class HierarchicalAllreduce final : public AllreduceAlgorithm {
                    std::int64_t count, DataType dtype, ReduceOp op) override;
 
  private:
+  Status RunPipelined(const AlgorithmContext& ctx, const void* in, void* out,
+                      std::int64_t count, DataType dtype, ReduceOp op);
   Status RunUneven(const AlgorithmContext& ctx, const void* in, void* out,
                    std::int64_t count, DataType dtype, ReduceOp op);
 
   NodeLayoutCache layout_;
   RingEngine ring_;
+  // The pipelined path's node-local and cross-node rings, driven together.
+  RingEngine local_;
+  RingEngine cross_;
 };
 
 }  // namespace hvdtune::internal

@@ -48,13 +48,59 @@ class RingEngine {
              DataType dtype, ReduceOp op, std::int64_t segment_bytes,
              Phases phases);
 
+  /// Run() in two halves, so that one thread can drive several rings (on
+  /// different communicators) at once: Start() sets the phases up and posts
+  /// nothing, Progress() advances without waiting (or, with `block`, to the
+  /// end) and sets *done once the phases completed. One operation per
+  /// engine at a time; the buffers must stay valid until it is done. After
+  /// an error, or Cancel(), nothing is left in flight and the engine is idle.
+  Status Start(MPI_Comm comm, const void* in, void* out, std::int64_t count,
+               DataType dtype, ReduceOp op, std::int64_t segment_bytes,
+               Phases phases);
+  Status Progress(bool block, bool* done);
+  /// Abandons the operation in progress (after another ring failed).
+  void Cancel();
+
   /// Receives and sends in flight per direction.
   static constexpr int kPipelineDepth = 4;
 
  private:
+  Range Segment(int c, std::int64_t k) const;
+  int SendChunk(std::int64_t t) const;
+  int RecvChunk(std::int64_t t) const;
+  std::int64_t Hazard(std::int64_t w) const;
+  std::uint8_t* RecvTarget(std::int64_t w, const Range& seg);
+  int PostSend(std::int64_t v);
+  int PostRecv(std::int64_t w);
+  Status Fail(const char* call, int rc);
+
   std::vector<std::uint8_t> scratch_;
   std::vector<MPI_Request> sends_;
   std::vector<MPI_Request> recvs_;
+
+  // The operation in progress (see Start()).
+  bool active_ = false;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  int left_ = 0;
+  int right_ = 0;
+  const std::uint8_t* src_ = nullptr;
+  std::uint8_t* dst_ = nullptr;
+  std::int64_t count_ = 0;
+  std::int64_t esize_ = 1;
+  DataType dtype_ = DataType::kFloat32;
+  ReduceOp op_ = ReduceOp::kSum;
+  bool rs_ = false;
+  bool direct_ = false;
+  std::int64_t rs_steps_ = 0;
+  std::int64_t nseg_ = 1;
+  std::int64_t seg_elems_ = 0;
+  std::int64_t units_ = 0;
+  std::int64_t slot_bytes_ = 0;
+  std::int64_t sent_ = 0;    // sends posted: units [0, sent_)
+  std::int64_t posted_ = 0;  // receives posted: units [0, posted_)
+  std::int64_t next_ = 0;    // the unit whose receive completes next
 };
 
 /// Ring allreduce over the runtime's data communicator; the segment size is
