@@ -48,7 +48,7 @@ test_links() {
   local ceiling
   ceiling=$(mbit "$("$cluster" netperf --from 0 --to 1 --seconds 2)")
   echo "unshaped node-to-node TCP: $ceiling Mbit/s (this machine's CPUs)"
-  local preset rate goodput unshaped checked=0 try cpu_bound
+  local preset rate goodput unshaped checked=0 try ok
   for preset in 1gbe 10gbe 25gbe; do
     rate=$(("$cluster" presets) | awk -v p="$preset" '$1 == p { sub("rate=", "", $2); print $2 }')
     rate=${rate%gbit}000
@@ -57,29 +57,28 @@ test_links() {
       continue
     fi
     # Best of 3 tries: the machine is shared, and a shaper can only lose
-    # rate to a busy CPU, never gain it. A try below the rate counts against
-    # the shaping only if the unshaped link, measured right after, carried
-    # 10% more than the rate.
-    cpu_bound=0
+    # rate to a busy CPU, never gain it. A try below the rate still shows
+    # the shaping right when the unshaped link, measured right after, carried
+    # less than 10% more than it did (the CPUs were the limit, not the
+    # shaper); otherwise it counts against the shaping.
+    ok=0
     for try in 1 2 3; do
       "$cluster" set --link "$preset"
       goodput=$(mbit "$("$cluster" netperf --from 0 --to 1 --seconds 3)")
       echo "$preset try $try: rate $rate Mbit/s, TCP goodput $goodput Mbit/s"
       # Never above the rate: the shaping holds.
       ((goodput <= rate)) || fail "$preset: TCP goodput $goodput Mbit/s above the rate $rate Mbit/s"
-      ((goodput >= rate * 9 / 10)) && break
+      if ((goodput >= rate * 9 / 10)); then ok=1; break; fi
       "$cluster" set --link unshaped
       unshaped=$(mbit "$("$cluster" netperf --from 0 --to 1 --seconds 2)")
       echo "  unshaped right after: $unshaped Mbit/s"
-      ((unshaped < rate * 11 / 10)) && cpu_bound=$((cpu_bound + 1))
-    done
-    if ((goodput < rate * 9 / 10)); then
-      if ((cpu_bound == 3)); then
-        echo "$preset: not checked: the CPUs were too busy to carry $rate Mbit/s unshaped"
-        continue
+      if ((goodput >= unshaped * 9 / 10)); then
+        echo "  the CPUs were the limit: the shaped link carried $goodput of the $unshaped Mbit/s the machine carried unshaped"
+        ok=1
+        break
       fi
-      fail "$preset: TCP goodput $goodput Mbit/s is not within 10% of the rate $rate Mbit/s"
-    fi
+    done
+    ((ok)) || fail "$preset: TCP goodput $goodput Mbit/s is not within 10% of the rate $rate Mbit/s, nor of what the machine carried unshaped"
     checked=$((checked + 1))
   done
   ((checked > 0)) || fail "no preset could be checked"
