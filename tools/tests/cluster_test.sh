@@ -52,7 +52,11 @@ test_links() {
   for preset in 1gbe 10gbe 25gbe; do
     rate=$(("$cluster" presets) | awk -v p="$preset" '$1 == p { sub("rate=", "", $2); print $2 }')
     rate=${rate%gbit}000
-    if ((ceiling < rate * 11 / 10)); then
+    # A shaped link costs CPU (tbf's per-packet work on the same cores as
+    # both TCP ends): with less than 1.5x the rate unshaped, a shaped link
+    # falls short of the rate for want of CPU (seen: 25gbe carried 21-22 of
+    # 25 Gbit/s on a machine that carried 30 unshaped).
+    if ((ceiling < rate * 3 / 2)); then
       echo "$preset: not checked: this machine carries $ceiling Mbit/s unshaped, too little to tell a $rate Mbit/s link"
       continue
     fi
