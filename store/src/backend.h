@@ -13,6 +13,20 @@
 
 namespace hvdtune::store::internal {
 
+/// Schema version 3 on both backends, before the unique key on samples:
+/// every sample stored again under the same (run, index, phase, time) goes,
+/// with its values; the first written (lowest id) of each stays.
+inline constexpr const char* kDropDuplicateSamples = R"sql(
+DELETE FROM sample_values WHERE sample_id IN (
+  SELECT s.id FROM samples s WHERE EXISTS (
+    SELECT 1 FROM samples k WHERE k.run_id = s.run_id AND k.idx = s.idx
+      AND k.phase = s.phase AND k.time = s.time AND k.id < s.id));
+DELETE FROM samples WHERE id IN (
+  SELECT s.id FROM samples s WHERE EXISTS (
+    SELECT 1 FROM samples k WHERE k.run_id = s.run_id AND k.idx = s.idx
+      AND k.phase = s.phase AND k.time = s.time AND k.id < s.id));
+)sql";
+
 class Backend {
  public:
   virtual ~Backend() = default;

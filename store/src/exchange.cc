@@ -80,7 +80,7 @@ MergeStats internal::SqliteBackend::Merge(const std::vector<PairRecord>& pairs,
                  "SELECT idx, phase, time FROM samples WHERE run_id = ?");
   Statement sample_ins(db_, path,
                        "INSERT INTO samples(run_id, idx, phase, score, time) "
-                       "VALUES(?, ?, ?, ?, ?)");
+                       "VALUES(?, ?, ?, ?, ?) ON CONFLICT DO NOTHING");
   Statement value_ins(db_, path,
                       "INSERT INTO sample_values(sample_id, knob, value) "
                       "VALUES(?, ?, ?)");
@@ -125,6 +125,10 @@ MergeStats internal::SqliteBackend::Merge(const std::vector<PairRecord>& pairs,
         sample_ins.Reset();
         sample_ins.Bind(1, id).Bind(2, s.index).Bind(3, s.phase);
         sample_ins.Bind(4, s.score).Bind(5, s.time).Run();
+        if (sqlite3_changes(db_) == 0) {  // twice in the document
+          ++stats.samples_present;
+          continue;
+        }
         const std::int64_t sample_id = sqlite3_last_insert_rowid(db_);
         for (const auto& [knob, value] : s.values) {
           value_ins.Reset();

@@ -423,7 +423,15 @@ SELECT p.hardware_id, p.model_id, v.knob, v.int_value, v.real_value,
 FROM best_pick p JOIN sample_values v ON v.sample_id = p.sample_id;
 )sql";
 
-constexpr const char* kMigrations[] = {kMigrateTo1, kMigrateTo2};
+// Version 3: a sample is stored once per (run, index, phase, time), so a
+// write retried after a lost answer adds nothing (INSERT ... ON CONFLICT DO
+// NOTHING). kDropDuplicateSamples runs first.
+constexpr const char* kMigrateTo3 = R"sql(
+DROP INDEX samples_run;
+CREATE UNIQUE INDEX samples_key ON samples(run_id, idx, phase, time);
+)sql";
+
+constexpr const char* kMigrations[] = {kMigrateTo1, kMigrateTo2, kMigrateTo3};
 static_assert(std::size(kMigrations) ==
               static_cast<std::size_t>(kSchemaVersion));
 
@@ -480,12 +488,13 @@ void WriteBest(const PgConnection& c, std::int64_t hardware, std::int64_t model,
 }
 
 // Inserts one sample and its values in one statement (one round trip);
-// returns its id.
-std::int64_t InsertSample(const PgConnection& c, std::int64_t run,
-                          const Sample& s) {
+// false when the run has it already (the unique key of version 3: the same
+// index, phase and time), and then nothing is written.
+bool InsertSample(const PgConnection& c, std::int64_t run, const Sample& s) {
   Result r = c.Exec(
       "WITH s AS (INSERT INTO samples(run_id, idx, phase, score, time) "
-      "VALUES($1, $2, $3, $4, $5) RETURNING id), v AS (INSERT INTO "
+      "VALUES($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id), "
+      "v AS (INSERT INTO "
       "sample_values(sample_id, knob, int_value, real_value, text_value) "
       "SELECT s.id, k, i, r, t FROM s, unnest($6::text[], $7::bigint[], "
       "$8::float8[], $9::text[]) AS v(k, i, r, t)) SELECT id FROM s",
@@ -496,7 +505,7 @@ std::int64_t InsertSample(const PgConnection& c, std::int64_t run,
           .Real(s.score)
           .Real(s.time)
           .Arrays(s.values));
-  return ToInt(Get(r, 0, 0));
+  return PQntuples(r.get()) > 0;
 }
 
 // Samples from rows (id, idx, phase, score, time) with their values.
@@ -619,6 +628,7 @@ void PgBackend::Migrate() {
                      std::to_string(from) + " is newer than this build's");
   }
   for (int v = from; v < options_.target_version; ++v) {
+    if (v == 2) c.Script(kDropDuplicateSamples);
     c.Script(kMigrations[v]);
   }
   if (from < options_.target_version) {
@@ -852,8 +862,9 @@ MergeStats PgBackend::Merge(const std::vector<PairRecord>& pairs,
           ++stats.samples_present;
           continue;
         }
-        InsertSample(c, id, s);
-        ++stats.samples_added;
+        // A sample twice in the document is stored once.
+        ++(InsertSample(c, id, s) ? stats.samples_added
+                                  : stats.samples_present);
       }
     }
     if (!pair.best) continue;

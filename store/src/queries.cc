@@ -15,6 +15,12 @@ namespace {
 using internal::Statement;
 using internal::Transaction;
 
+// A sample the run already has (version 3's unique key: the same index,
+// phase and time) is left as it is.
+constexpr const char* kInsertSample =
+    "INSERT INTO samples(run_id, idx, phase, score, time) "
+    "VALUES(?, ?, ?, ?, ?) ON CONFLICT DO NOTHING";
+
 double Now() {
   return std::chrono::duration<double>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -108,9 +114,7 @@ void internal::SqliteBackend::AddSamples(std::int64_t run,
                                          const std::vector<Sample>& samples) {
   if (samples.empty()) return;
   Transaction tx(db_, options_.path);
-  Statement ins(db_, options_.path,
-                "INSERT INTO samples(run_id, idx, phase, score, time) "
-                "VALUES(?, ?, ?, ?, ?)");
+  Statement ins(db_, options_.path, kInsertSample);
   Statement val(db_, options_.path,
                 "INSERT INTO sample_values(sample_id, knob, value) "
                 "VALUES(?, ?, ?)");
@@ -118,6 +122,7 @@ void internal::SqliteBackend::AddSamples(std::int64_t run,
     ins.Reset();
     ins.Bind(1, run).Bind(2, s.index).Bind(3, s.phase).Bind(4, s.score);
     ins.Bind(5, s.time).Run();
+    if (sqlite3_changes(db_) == 0) continue;  // the run has it already
     const std::int64_t id = sqlite3_last_insert_rowid(db_);
     for (const auto& [knob, value] : s.values) {
       val.Reset();

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iterator>
 
+#include "backend.h"
 #include "sqlite_backend.h"
 #include "sqlite_util.h"
 
@@ -17,6 +18,7 @@ namespace {
 
 using internal::Exec;
 using internal::Fail;
+using internal::kDropDuplicateSamples;
 using internal::Statement;
 
 // Version 1: fingerprints, runs, every sample with its knob values by name.
@@ -99,8 +101,19 @@ WHERE s.phase = 'frozen'
   }
 }
 
+// Version 3: a sample is stored once per (run, index, phase, time), so a
+// write retried after a lost answer adds nothing. Duplicates that earlier
+// versions stored are removed first, keeping the first written of each.
+void MigrateTo3(sqlite3* db, const std::string& path) {
+  Exec(db, path, kDropDuplicateSamples);
+  Exec(db, path, R"sql(
+DROP INDEX samples_run;
+CREATE UNIQUE INDEX samples_key ON samples(run_id, idx, phase, time);
+)sql");
+}
+
 using MigrationStep = void (*)(sqlite3*, const std::string&);
-constexpr MigrationStep kMigrations[] = {MigrateTo1, MigrateTo2};
+constexpr MigrationStep kMigrations[] = {MigrateTo1, MigrateTo2, MigrateTo3};
 static_assert(std::size(kMigrations) ==
               static_cast<std::size_t>(kSchemaVersion));
 

@@ -75,6 +75,45 @@ TEST_P(StoreBackendTest, RoundTripsEveryValueType) {
             "float32:1000,float16:20,float32:7");
 }
 
+// A write retried after its answer was lost sends the same sample again:
+// it is stored once. The key is (run, index, phase, time), what import
+// compares too.
+TEST_P(StoreBackendTest, TheSameSampleWrittenTwiceIsStoredOnce) {
+  const std::string path = where_.Fresh();
+  std::int64_t run = 0, other = 0;
+  const Sample first = MakeSample(1, 1e9);
+  Sample retried = first;
+  retried.score = 5e9;  // even with another score: the first stays
+  retried.values["extra"] = std::int64_t{3};
+  Sample same_index_other_phase = first;
+  same_index_other_phase.phase = "frozen";
+  Sample same_index_later = first;
+  same_index_later.time += 1;
+  {
+    Store s({path});
+    const auto hw = s.PutFingerprint("hardware", TestHardware());
+    const auto model = s.PutFingerprint("model", TestModel());
+    run = s.BeginRun(hw, model, "0.1.0", "fresh", 1);
+    other = s.BeginRun(hw, model, "0.1.0", "fresh", 2);
+    s.AddSamples(run, {first});
+    s.AddSamples(other, {first});  // another run: another sample
+  }
+  {
+    Store s({path});  // a new connection, as after a reconnect
+    s.AddSamples(run, {retried});
+    s.AddSamples(run, {retried, MakeSample(2, 2e9), same_index_other_phase,
+                       same_index_later});
+  }
+  Store s({path});
+  const auto samples = s.RunSamples(run);
+  ASSERT_EQ(samples.size(), 4u);
+  EXPECT_EQ(samples[0].score, 1e9);
+  EXPECT_EQ(samples[0].values, first.values);
+  EXPECT_EQ(s.RunSamples(other).size(), 1u);
+  EXPECT_EQ(s.KnownPairs().at(0).samples, 5);
+  EXPECT_EQ(s.IntegrityCheck(), "ok");
+}
+
 TEST_P(StoreBackendTest, SqlSpecialCharactersAndNonAsciiInEveryStringField) {
   const std::string weird =
       "it's \"quoted\"; DROP TABLE samples; -- %_\\ naïve 日本語 ✓ \t|";
@@ -131,6 +170,12 @@ TEST_P(StoreBackendTest, MigratesFromEachOlderVersion) {
       frozen.phase = "frozen";
       Sample better_but_exploring = MakeSample(4, 4e9);
       old.AddSamples(run, {MakeSample(1, 1e9), better_but_exploring, frozen});
+      // What an older build stored twice (a write retried after a lost
+      // answer): the migration keeps the first of each.
+      Sample again = MakeSample(1, 7e9);
+      again.values["only_in_the_copy"] = std::int64_t{1};
+      old.AddSamples(run, {again, frozen});
+      ASSERT_EQ(old.RunSamples(run).size(), 5u);
     } else {
       // A database of version 0 with something unrelated in it.
       where_.Exec(path, "CREATE TABLE unrelated(x INTEGER)");
@@ -139,9 +184,18 @@ TEST_P(StoreBackendTest, MigratesFromEachOlderVersion) {
     EXPECT_EQ(s.schema_version(), kSchemaVersion);
     EXPECT_EQ(s.IntegrityCheck(), "ok");
     if (from > 0) {
+      const auto samples = s.RunSamples(run);
+      ASSERT_EQ(samples.size(), 3u);
+      EXPECT_EQ(samples[0].score, 1e9);
+      EXPECT_EQ(samples[0].values, MakeSample(1, 1e9).values);
+      EXPECT_EQ(samples[2].values, MakeSample(5, 3e9).values);
+      // And the key holds from now on.
+      s.AddSamples(run, {MakeSample(1, 1e9)});
       EXPECT_EQ(s.RunSamples(run).size(), 3u);
       EXPECT_EQ(s.GetRun(run)->source, "fresh");
-      // The migration filled the best table from the best frozen sample.
+    }
+    if (from == 1) {
+      // Version 2 filled the best table from the best frozen sample.
       const auto best = s.GetBest(hw, model);
       ASSERT_TRUE(best);
       EXPECT_EQ(best->score, 3e9);
@@ -222,6 +276,17 @@ TEST_P(StoreBackendTest, MergeIsLosslessIdempotentAndDryRunWritesNothing) {
   more[0].best->score = 8e9;
   EXPECT_EQ(b.Merge(more, false).best_set, 1);
   EXPECT_EQ(b.ListPairs()[0].best->score, 8e9);
+  // A document that has a sample twice (exported from an older store that
+  // stored a retried write twice): once into the store.
+  auto twice = dump;
+  twice[0].runs[0].info.started = 3000;  // a run the store does not have
+  twice[0].runs[0].samples.push_back(twice[0].runs[0].samples[0]);
+  twice[0].runs.resize(1);
+  const MergeStats fourth = b.Merge(twice, false);
+  EXPECT_EQ(fourth.runs_added, 1);
+  EXPECT_EQ(fourth.samples_added, 3);
+  EXPECT_EQ(fourth.samples_present, 1);
+  EXPECT_EQ(b.ListPairs()[0].samples, 10);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreBackendTest,

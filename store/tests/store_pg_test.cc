@@ -375,6 +375,7 @@ TEST_F(StorePgTest, WriterReconnectsAfterAKillAndCountsWhatItDrops) {
     std::set<int> present;
     for (const Sample& x : s.RunSamples(run)) present.insert(x.index);
     EXPECT_EQ(present.size(), 400u) << "rows lost across the restart";
+    EXPECT_EQ(s.RunSamples(run).size(), 400u);
   }
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find(DisplayLocation(uri)), std::string::npos)
@@ -408,6 +409,81 @@ TEST_F(StorePgTest, WriterReconnectsAfterAKillAndCountsWhatItDrops) {
   server_->Start();
   Store s({uri});
   EXPECT_EQ(s.RunSamples(run).size(), 500u);
+}
+
+// A write that reached the server and committed, but whose answer was lost
+// (the client gave the silent connection up): the writer writes it again
+// once the server answers, and the sample is stored once. Written counts
+// each sample once; one warning for the outage.
+TEST_F(StorePgTest, AWriteRetriedAfterItsAnswerWasLostIsStoredOnce) {
+  const std::string uri = where_.Fresh();
+  std::int64_t run = 0;
+  {
+    Store s({uri});
+    run = s.BeginRun(s.PutFingerprint("hardware", TestHardware()),
+                     s.PutFingerprint("model", testing::TestModel()), "0.1.0",
+                     "fresh", 1);
+  }
+  // The first sample inserted commits 1.5 s late: after the client, which
+  // waits 0.5 s for an answer, has given its connection up.
+  where_.Exec(uri, R"sql(
+CREATE TABLE slow_once(x INTEGER);
+INSERT INTO slow_once VALUES(1);
+CREATE FUNCTION slow_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM slow_once;
+  IF FOUND THEN PERFORM pg_sleep(1.5); END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER slow_once AFTER INSERT ON samples FOR EACH ROW
+  EXECUTE FUNCTION slow_once();
+)sql");
+  StoreOptions options{uri};
+  options.server_timeout_ms = 500;
+  std::mutex mu;
+  std::vector<std::string> warnings, notices;
+  std::atomic<std::uint64_t> counted_written{0};
+  WriterOptions reconnect;
+  // The server answers again once the lost write has committed (seen from
+  // another connection), so that the retry meets the committed row.
+  reconnect.open = [&, options] {
+    while (One(uri, "SELECT COUNT(*) FROM slow_once") != "0") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return std::make_unique<Store>(options);
+  };
+  reconnect.notice = [&](const std::string& w) {
+    std::lock_guard<std::mutex> lock(mu);
+    notices.push_back(w);
+  };
+  reconnect.count = [&](const char* result, std::uint64_t n) {
+    if (std::string_view(result) == "written") counted_written += n;
+  };
+  Writer writer(
+      std::make_unique<Store>(options), 1000,
+      [&](const std::string& w) {
+        std::lock_guard<std::mutex> lock(mu);
+        warnings.push_back(w);
+      },
+      reconnect);
+  for (int i = 1; i <= 20; ++i) {
+    writer.Push([run, i](Store& s) { s.AddSamples(run, {MakeSample(i, i)}); });
+  }
+  writer.Finish(30);
+  EXPECT_EQ(writer.written(), 20u);
+  EXPECT_EQ(counted_written.load(), 20u);
+  EXPECT_EQ(writer.dropped(), 0u);
+  EXPECT_EQ(writer.failed(), 0u);
+  EXPECT_EQ(writer.reconnects(), 1u);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("no answer from the server"), std::string::npos)
+      << warnings[0];
+  EXPECT_EQ(notices.size(), 1u);
+  Store s({uri});
+  const auto samples = s.RunSamples(run);
+  ASSERT_EQ(samples.size(), 20u) << "the retried write was stored twice";
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(samples[i].index, i + 1);
+  EXPECT_EQ(One(uri, "SELECT COUNT(*) FROM sample_values"), "60");
 }
 
 // A server that stops answering (SIGSTOP: what a network partition looks
@@ -465,6 +541,7 @@ TEST_F(StorePgTest, WriterSurvivesAServerThatStopsAnsweringAndComesBack) {
   std::set<int> present;
   for (const Sample& x : s.RunSamples(run)) present.insert(x.index);
   EXPECT_EQ(present.size(), 300u) << "rows lost across the partition";
+  EXPECT_EQ(s.RunSamples(run).size(), 300u) << "a retried write stored twice";
 }
 
 }  // namespace

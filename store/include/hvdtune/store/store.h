@@ -36,7 +36,7 @@ struct sqlite3;
 namespace hvdtune::store {
 
 /// Schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 class StoreError : public std::runtime_error {
  public:
@@ -197,7 +197,9 @@ class Store {
   void EndRun(std::int64_t run, const std::string& status, double ended);
   std::optional<RunInfo> GetRun(std::int64_t run);
 
-  /// All in one transaction.
+  /// All in one transaction. A sample the run already has (the same
+  /// index, phase and time: a write retried after a lost answer) is not
+  /// stored again.
   void AddSamples(std::int64_t run, const std::vector<Sample>& samples);
   /// A run's samples in index order.
   std::vector<Sample> RunSamples(std::int64_t run);
