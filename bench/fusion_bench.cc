@@ -4,6 +4,10 @@
 // bytes on the same buffers; for a set that mixes float16 and float32
 // (`mixed-precision`), fused with and without the fusion look-ahead
 // (HVDTUNE_FUSION_LOOKAHEAD=0 closes the buffer at every dtype change).
+// With --collective reducescatter every gradient is reducescattered instead
+// (a sharded optimizer), beside one raw MPI_Reduce_scatter_block; with
+// --collective alltoall its rows are sent to every rank, beside one raw
+// MPI_Alltoall. Every mode's first step is checked element by element.
 //
 // Gradient sets: model parameter shapes from data/<model>.txt (see
 // data/gen_shapes.py), and `many-small`, 1,000 tensors of 4 KiB. Each repeat
@@ -56,6 +60,8 @@ std::string_view ModeName(Mode mode) {
 }
 
 struct Options {
+  std::string collective_name = "allreduce";
+  Collective collective = Collective::kAllreduce;
   std::vector<std::string> workloads = {"resnet50", "many-small",
                                         "mixed-precision"};
   std::vector<std::string> mode_names = {"fused", "unfused", "mpi_raw",
@@ -90,18 +96,18 @@ struct Result {
 };
 
 // Times one mode: a fresh Runtime for fused / unfused, none for raw.
-double TimeMode(const Options& opt, GradientSet& set, Mode mode, Result& result,
-                int ranks) {
+double TimeMode(const Options& opt, GradientSet& set, Mode mode,
+                Result& result) {
   if (mode == Mode::kRaw) {
-    for (std::int64_t i = 0; i < opt.warmup; ++i) set.RawAllreduce();
-    return TimeLoop(opt.steps, [&] { set.RawAllreduce(); });
+    for (std::int64_t i = 0; i < opt.warmup; ++i) set.RawCollective();
+    return TimeLoop(opt.steps, [&] { set.RawCollective(); });
   }
   if (mode == Mode::kRawCopies) {
     set.ClearOutput();
     set.RawAllreduceWithCopies();
-    if (!set.CheckOutput(ranks)) {
+    if (const std::string error = set.CheckOutput(); !error.empty()) {
       throw std::runtime_error(result.workload +
-                               " mpi_raw_copies: wrong result");
+                               " mpi_raw_copies: wrong result: " + error);
     }
     for (std::int64_t i = 1; i < opt.warmup; ++i) set.RawAllreduceWithCopies();
     return TimeLoop(opt.steps, [&] { set.RawAllreduceWithCopies(); });
@@ -118,10 +124,10 @@ double TimeMode(const Options& opt, GradientSet& set, Mode mode, Result& result,
   // The first step pays full negotiation; check its result, then warm up.
   set.ClearOutput();
   set.Step(runtime);
-  if (!set.CheckOutput(ranks)) {
-    throw std::runtime_error(result.workload + " " +
-                             std::string(ModeName(mode)) +
-                             ": wrong allreduce result");
+  if (const std::string error = set.CheckOutput(); !error.empty()) {
+    throw std::runtime_error(
+        result.workload + " " + std::string(ModeName(mode)) + ": wrong " +
+        std::string(CollectiveName(opt.collective)) + " result: " + error);
   }
   for (std::int64_t i = 1; i < opt.warmup; ++i) set.Step(runtime);
   const double seconds = TimeLoop(opt.steps, [&] { set.Step(runtime); });
@@ -143,14 +149,22 @@ std::string Cell(double value, int precision) {
 
 void PrintTable(const Options& opt, const std::vector<Result>& results,
                 int ranks) {
+  const std::string_view raw = opt.collective == Collective::kAllreduce
+                                   ? "MPI_Allreduce"
+                               : opt.collective == Collective::kReducescatter
+                                   ? "MPI_Reduce_scatter_block"
+                                   : "MPI_Alltoall";
   fmt::print(
-      "# fusion_bench: {} ranks, sum (float32; mixed-precision: float16 + "
+      "# fusion_bench: {} ranks, {}{} (float32; mixed-precision: float16 + "
       "float32), median of {} repeats x {} steps (warm-up {}), scale {:g}\n",
-      ranks, opt.repeats, opt.steps, opt.warmup, opt.scale);
+      ranks, CollectiveName(opt.collective),
+      opt.collective == Collective::kAlltoall ? "" : " sum", opt.repeats,
+      opt.steps, opt.warmup, opt.scale);
   fmt::print(
-      "# step = enqueue all (backward order) + wait all; mpi_raw = one "
-      "MPI_Allreduce of the same bytes; raw_copies = the same with each "
-      "tensor copied into one buffer and back out\n");
+      "# step = enqueue all (backward order) + wait all; mpi_raw = one {} of "
+      "the same bytes; raw_copies = the same with each tensor copied into one "
+      "buffer and back out\n",
+      raw);
   constexpr std::string_view kRow =
       "{:<15} {:>8} {:>10} {:>10} {:>10} {:>11} {:>11} {:>9} {:>9} {:>11} "
       "{:>10} {:>14}\n";
@@ -185,6 +199,11 @@ int Main(MpiSession& mpi, int argc, char** argv) {
       "MPI_Allreduce.",
       std::string(kProgram));
   ConfigureApp(app);
+  app.add_option("--collective", opt.collective_name,
+                 "what each gradient goes through: allreduce, reducescatter "
+                 "(each rank keeps its share of the rows) or alltoall (rows "
+                 "split evenly over the ranks)")
+      ->check(CLI::IsMember({"allreduce", "reducescatter", "alltoall"}));
   app.add_option("--workloads", opt.workloads,
                  "gradient sets: resnet50, vgg16, bert-base, many-small, "
                  "mixed-precision (comma-separated)")
@@ -213,6 +232,10 @@ int Main(MpiSession& mpi, int argc, char** argv) {
   app.add_flag("--json", opt.json,
                "print one JSON object per row instead of the table");
   if (!ParseFlags(app, argc, argv, mpi.rank())) return 0;
+  for (Collective c : {Collective::kAllreduce, Collective::kReducescatter,
+                       Collective::kAlltoall}) {
+    if (CollectiveName(c) == opt.collective_name) opt.collective = c;
+  }
   for (const std::string& name : opt.mode_names) {
     const auto mode = std::find_if(kModes.begin(), kModes.end(),
                                    [&](Mode m) { return ModeName(m) == name; });
@@ -220,6 +243,12 @@ int Main(MpiSession& mpi, int argc, char** argv) {
       throw UsageError("--modes: unknown mode '" + name +
                        "' (expected fused, unfused, mpi_raw, "
                        "fused_no_lookahead or mpi_raw_copies)");
+    }
+    if (*mode == Mode::kRawCopies && opt.collective != Collective::kAllreduce) {
+      throw UsageError(
+          "--modes: mpi_raw_copies is an allreduce mode (not "
+          "with --collective " +
+          opt.collective_name + ")");
     }
     opt.modes.push_back(*mode);
   }
@@ -230,7 +259,8 @@ int Main(MpiSession& mpi, int argc, char** argv) {
 
   std::vector<Result> results;
   for (std::size_t w = 0; w < opt.workloads.size(); ++w) {
-    GradientSet set(opt.workloads[w], std::move(tensor_sets[w]));
+    GradientSet set(opt.workloads[w], std::move(tensor_sets[w]), opt.collective,
+                    mpi.rank(), mpi.size());
     Result result;
     result.workload = opt.workloads[w];
     result.tensors = set.size();
@@ -247,8 +277,7 @@ int Main(MpiSession& mpi, int argc, char** argv) {
           continue;
         }
         if (mode == Mode::kNoLookahead && set.single_dtype()) continue;
-        result.step_seconds[mode].push_back(
-            TimeMode(opt, set, mode, result, mpi.size()));
+        result.step_seconds[mode].push_back(TimeMode(opt, set, mode, result));
       }
     }
     results.push_back(std::move(result));
@@ -261,7 +290,9 @@ int Main(MpiSession& mpi, int argc, char** argv) {
   }
   for (const Result& r : results) {
     for (const auto& [mode, seconds] : r.step_seconds) {
-      std::cout << JsonLine({{"workload", r.workload},
+      std::cout << JsonLine({{"collective",
+                              std::string(CollectiveName(opt.collective))},
+                             {"workload", r.workload},
                              {"mode", ModeName(mode)},
                              {"step_time_ms", Median(seconds) * 1e3}})
                 << "\n";

@@ -93,7 +93,7 @@ struct Sample {
 };
 
 Sample Measure(const Options& opt, GradientSet& set, bool cache, bool sink,
-               std::int64_t* capacity, int ranks) {
+               std::int64_t* capacity) {
   std::map<std::string, std::string> overrides;
   if (!cache) overrides.emplace("HOROVOD_CACHE_CAPACITY", "0");
   // The metrics and timeline sinks come the way users get them: from the
@@ -112,8 +112,8 @@ Sample Measure(const Options& opt, GradientSet& set, bool cache, bool sink,
   *capacity = runtime.knobs().cache_capacity();
   set.ClearOutput();
   set.Step(runtime);
-  if (!set.CheckOutput(ranks)) {
-    throw std::runtime_error("wrong allreduce result");
+  if (const std::string error = set.CheckOutput(); !error.empty()) {
+    throw std::runtime_error("wrong allreduce result: " + error);
   }
   for (std::int64_t i = 1; i < opt.warmup; ++i) set.Step(runtime);
   const RuntimeStats before = runtime.stats();
@@ -187,15 +187,15 @@ int Main(MpiSession& mpi, int argc, char** argv) {
     for (std::int64_t i = 0; i < opt.tensors[t]; ++i) {
       specs.push_back({IndexedName("t", i), opt.elements});
     }
-    GradientSet set("negotiation", std::move(specs));
+    GradientSet set("negotiation", std::move(specs), Collective::kAllreduce,
+                    mpi.rank(), mpi.size());
     for (std::int64_t r = 0; r < opt.repeats; ++r) {
       for (int k = 0; k < 2; ++k) {
         const bool second = ((k + r) % 2) == 0;
         Samples& out = samples[t][second ? 1 : 0];
         const bool cache = opt.compare_sink || second;
         const bool sink = opt.compare_sink && second;
-        const Sample s =
-            Measure(opt, set, cache, sink, &out.cache_capacity, mpi.size());
+        const Sample s = Measure(opt, set, cache, sink, &out.cache_capacity);
         out.negotiation_us_per_cycle.push_back(s.negotiation_us_per_cycle);
         out.max_negotiation_us_per_cycle.push_back(
             s.max_negotiation_us_per_cycle);
