@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,13 @@ DELETE FROM samples WHERE id IN (
     SELECT 1 FROM samples k WHERE k.run_id = s.run_id AND k.idx = s.idx
       AND k.phase = s.phase AND k.time = s.time AND k.id < s.id));
 )sql";
+
+/// A backend's write transaction: rolled back unless committed.
+class WriteTransaction {
+ public:
+  virtual ~WriteTransaction() = default;
+  virtual void Commit() = 0;
+};
 
 class Backend {
  public:
@@ -59,9 +67,35 @@ class Backend {
   virtual std::vector<PairSummary> ListPairs() = 0;
   virtual std::vector<RunInfo> PairRuns(std::int64_t hardware,
                                         std::int64_t model) = 0;
-  virtual MergeStats Merge(const std::vector<PairRecord>& pairs,
-                           bool dry_run) = 0;
   virtual std::string IntegrityCheck() = 0;
+
+  /// Adds `pairs` in one write transaction (merge.cc: one implementation
+  /// for both backends, over the steps below).
+  MergeStats Merge(const std::vector<PairRecord>& pairs, bool dry_run);
+
+ protected:
+  // The steps of a merge, each inside the transaction Begin() opened.
+  virtual std::unique_ptr<WriteTransaction> Begin() = 0;
+  /// The fingerprint's id, inserted when new (`added` says whether).
+  virtual std::int64_t InsertFingerprint(const std::string& kind,
+                                         const Fingerprint& fp,
+                                         bool* added) = 0;
+  /// The first run of the pair that started at `started`.
+  virtual std::optional<std::int64_t> FindRun(std::int64_t hardware,
+                                              std::int64_t model,
+                                              double started) = 0;
+  virtual std::int64_t InsertRun(std::int64_t hardware, std::int64_t model,
+                                 const RunInfo& run) = 0;
+  /// False when the run has the sample already (its unique key: index,
+  /// phase, time); nothing is written then.
+  virtual bool InsertSample(std::int64_t run, const Sample& sample) = 0;
+  /// The pair's best score, its row locked against other writers until the
+  /// transaction ends.
+  virtual std::optional<double> LockBestScore(std::int64_t hardware,
+                                              std::int64_t model) = 0;
+  /// Replaces the pair's best configuration.
+  virtual void WriteBest(std::int64_t hardware, std::int64_t model,
+                         const Best& best) = 0;
 };
 
 }  // namespace hvdtune::store::internal

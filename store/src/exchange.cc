@@ -1,10 +1,9 @@
-// Listing, dumping and merging whole pairs: what `hvd-tune show`, `export`
-// and `import` need. A merge is one BEGIN IMMEDIATE transaction, so a
-// failure (or a dry run) leaves the file as it was.
+// Listing whole pairs and the steps of a merge: what `hvd-tune show`,
+// `export` and `import` need (the merge itself is merge.cc's, shared with
+// the PostgreSQL backend).
 #include <sqlite3.h>
 
-#include <algorithm>
-#include <tuple>
+#include <memory>
 
 #include "hvdtune/store/store.h"
 #include "sqlite_backend.h"
@@ -15,8 +14,6 @@ namespace {
 
 using internal::Statement;
 using internal::Transaction;
-
-using SampleKey = std::tuple<int, std::string, double>;
 
 }  // namespace
 
@@ -65,94 +62,67 @@ std::vector<RunInfo> internal::SqliteBackend::PairRuns(std::int64_t hardware,
   return out;
 }
 
-MergeStats internal::SqliteBackend::Merge(const std::vector<PairRecord>& pairs,
-                                          bool dry_run) {
-  const std::string& path = options_.path;
-  MergeStats stats;
-  Transaction tx(db_, path);
-  Statement find_run(db_, path,
-                     "SELECT id FROM runs WHERE hardware_id = ? AND model_id = "
-                     "? AND started = ? ORDER BY id LIMIT 1");
-  Statement run_ins(db_, path,
-                    "INSERT INTO runs(hardware_id, model_id, started, ended, "
-                    "status, version, source) VALUES(?, ?, ?, ?, ?, ?, ?)");
-  Statement keys(db_, path,
-                 "SELECT idx, phase, time FROM samples WHERE run_id = ?");
-  Statement sample_ins(db_, path,
-                       "INSERT INTO samples(run_id, idx, phase, score, time) "
-                       "VALUES(?, ?, ?, ?, ?) ON CONFLICT DO NOTHING");
-  Statement value_ins(db_, path,
-                      "INSERT INTO sample_values(sample_id, knob, value) "
-                      "VALUES(?, ?, ?)");
-  for (const PairRecord& pair : pairs) {
-    bool hw_added = false, model_added = false;
-    const std::int64_t hw = internal::InsertFingerprint(
-        db_, path, "hardware", pair.hardware, &hw_added);
-    const std::int64_t model = internal::InsertFingerprint(
-        db_, path, "model", pair.model, &model_added);
-    ++(hw_added || model_added ? stats.pairs_added : stats.pairs_present);
-    std::vector<std::int64_t> run_ids;
-    for (const RunRecord& run : pair.runs) {
-      find_run.Reset();
-      find_run.Bind(1, hw).Bind(2, model).Bind(3, run.info.started);
-      std::int64_t id = 0;
-      std::vector<SampleKey> present;
-      if (find_run.Step()) {
-        id = find_run.Int(0);
-        ++stats.runs_present;
-        keys.Reset();
-        keys.Bind(1, id);
-        while (keys.Step()) {
-          present.emplace_back(static_cast<int>(keys.Int(0)), keys.Text(1),
-                               keys.Real(2));
-        }
-      } else {
-        run_ins.Reset();
-        run_ins.Bind(1, hw).Bind(2, model).Bind(3, run.info.started);
-        if (run.info.ended != 0) run_ins.Bind(4, run.info.ended);
-        run_ins.Bind(5, run.info.status).Bind(6, run.info.version);
-        run_ins.Bind(7, run.info.source).Run();
-        id = sqlite3_last_insert_rowid(db_);
-        ++stats.runs_added;
-      }
-      run_ids.push_back(id);
-      for (const Sample& s : run.samples) {
-        const SampleKey key{s.index, s.phase, s.time};
-        if (std::find(present.begin(), present.end(), key) != present.end()) {
-          ++stats.samples_present;
-          continue;
-        }
-        sample_ins.Reset();
-        sample_ins.Bind(1, id).Bind(2, s.index).Bind(3, s.phase);
-        sample_ins.Bind(4, s.score).Bind(5, s.time).Run();
-        if (sqlite3_changes(db_) == 0) {  // twice in the document
-          ++stats.samples_present;
-          continue;
-        }
-        const std::int64_t sample_id = sqlite3_last_insert_rowid(db_);
-        for (const auto& [knob, value] : s.values) {
-          value_ins.Reset();
-          value_ins.Bind(1, sample_id).Bind(2, knob).Bind(3, value).Run();
-        }
-        ++stats.samples_added;
-      }
-    }
-    if (!pair.best) continue;
-    const std::optional<Best> current = GetBest(hw, model);
-    if (current && current->score >= pair.best->score) {
-      ++stats.best_kept;
-      continue;
-    }
-    Best best = *pair.best;
-    best.run =
-        pair.best_run >= 0 && pair.best_run < static_cast<int>(run_ids.size())
-            ? run_ids[static_cast<std::size_t>(pair.best_run)]
-            : 0;
-    internal::WriteBest(db_, path, hw, model, best);
-    ++stats.best_set;
-  }
-  if (!dry_run) tx.Commit();
-  return stats;
+namespace internal {
+namespace {
+
+class SqliteWrite final : public WriteTransaction {
+ public:
+  SqliteWrite(sqlite3* db, const std::string& path) : tx_(db, path) {}
+  void Commit() override { tx_.Commit(); }
+
+ private:
+  Transaction tx_;
+};
+
+}  // namespace
+
+// The steps of Backend::Merge (merge.cc). BEGIN IMMEDIATE holds the file's
+// write lock until the merge ends, so the best score read is the one
+// replaced.
+std::unique_ptr<WriteTransaction> SqliteBackend::Begin() {
+  return std::make_unique<SqliteWrite>(db_, options_.path);
 }
+
+std::int64_t SqliteBackend::InsertFingerprint(const std::string& kind,
+                                              const Fingerprint& fp,
+                                              bool* added) {
+  return internal::InsertFingerprint(db_, options_.path, kind, fp, added);
+}
+
+std::optional<std::int64_t> SqliteBackend::FindRun(std::int64_t hardware,
+                                                   std::int64_t model,
+                                                   double started) {
+  Statement sel(db_, options_.path,
+                "SELECT id FROM runs WHERE hardware_id = ? AND model_id = ? "
+                "AND started = ? ORDER BY id LIMIT 1");
+  sel.Bind(1, hardware).Bind(2, model).Bind(3, started);
+  if (!sel.Step()) return std::nullopt;
+  return sel.Int(0);
+}
+
+std::int64_t SqliteBackend::InsertRun(std::int64_t hardware, std::int64_t model,
+                                      const RunInfo& run) {
+  Statement ins(db_, options_.path,
+                "INSERT INTO runs(hardware_id, model_id, started, ended, "
+                "status, version, source) VALUES(?, ?, ?, ?, ?, ?, ?)");
+  ins.Bind(1, hardware).Bind(2, model).Bind(3, run.started);
+  if (run.ended != 0) ins.Bind(4, run.ended);
+  ins.Bind(5, run.status).Bind(6, run.version).Bind(7, run.source).Run();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+std::optional<double> SqliteBackend::LockBestScore(std::int64_t hardware,
+                                                   std::int64_t model) {
+  const std::optional<Best> current = GetBest(hardware, model);
+  if (!current) return std::nullopt;
+  return current->score;
+}
+
+void SqliteBackend::WriteBest(std::int64_t hardware, std::int64_t model,
+                              const Best& best) {
+  internal::WriteBest(db_, options_.path, hardware, model, best);
+}
+
+}  // namespace internal
 
 }  // namespace hvdtune::store

@@ -24,7 +24,6 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -33,7 +32,6 @@
 #include <memory>
 #include <optional>
 #include <string_view>
-#include <tuple>
 
 namespace hvdtune::store::internal {
 namespace {
@@ -442,8 +440,9 @@ int ReadVersion(const PgConnection& c) {
   return static_cast<int>(ToInt(Get(v, 0, 0)));
 }
 
-std::int64_t InsertFingerprint(const PgConnection& c, const std::string& kind,
-                               const Fingerprint& fp, bool* added) {
+std::int64_t InsertFingerprintRow(const PgConnection& c,
+                                  const std::string& kind,
+                                  const Fingerprint& fp, bool* added) {
   const std::string hash = fp.Hash();
   Result ins = c.Exec(
       "INSERT INTO fingerprints(kind, hash, text, created) "
@@ -461,8 +460,8 @@ std::int64_t InsertFingerprint(const PgConnection& c, const std::string& kind,
 
 // Replaces the pair's best configuration (inside the caller's transaction):
 // the upsert first, which holds the pair's row lock until commit.
-void WriteBest(const PgConnection& c, std::int64_t hardware, std::int64_t model,
-               const Best& best) {
+void WriteBestRows(const PgConnection& c, std::int64_t hardware,
+                   std::int64_t model, const Best& best) {
   Params p;
   p.Int(hardware).Int(model).Real(best.score);
   if (best.run != 0) {
@@ -490,7 +489,7 @@ void WriteBest(const PgConnection& c, std::int64_t hardware, std::int64_t model,
 // Inserts one sample and its values in one statement (one round trip);
 // false when the run has it already (the unique key of version 3: the same
 // index, phase and time), and then nothing is written.
-bool InsertSample(const PgConnection& c, std::int64_t run, const Sample& s) {
+bool InsertSampleRow(const PgConnection& c, std::int64_t run, const Sample& s) {
   Result r = c.Exec(
       "WITH s AS (INSERT INTO samples(run_id, idx, phase, score, time) "
       "VALUES($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id), "
@@ -640,7 +639,7 @@ void PgBackend::Migrate() {
 
 std::int64_t PgBackend::PutFingerprint(const std::string& kind,
                                        const Fingerprint& fp) {
-  return InsertFingerprint(
+  return InsertFingerprintRow(
       PgConnection(conn_, name_, secret_, options_.server_timeout_ms), kind, fp,
       nullptr);
 }
@@ -686,11 +685,11 @@ void PgBackend::AddSamples(std::int64_t run,
   if (samples.empty()) return;
   PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   if (samples.size() == 1) {
-    InsertSample(c, run, samples[0]);  // one statement: atomic by itself
+    InsertSampleRow(c, run, samples[0]);  // one statement: atomic by itself
     return;
   }
   PgTransaction tx(c);
-  for (const Sample& s : samples) InsertSample(c, run, s);
+  for (const Sample& s : samples) InsertSampleRow(c, run, s);
   tx.Commit();
 }
 
@@ -718,7 +717,7 @@ void PgBackend::SetBest(std::int64_t hardware, std::int64_t model,
                         const Best& best) {
   PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   PgTransaction tx(c);
-  WriteBest(c, hardware, model, best);
+  WriteBestRows(c, hardware, model, best);
   tx.Commit();
 }
 
@@ -808,89 +807,81 @@ std::vector<RunInfo> PgBackend::PairRuns(std::int64_t hardware,
   return out;
 }
 
-MergeStats PgBackend::Merge(const std::vector<PairRecord>& pairs,
-                            bool dry_run) {
-  using SampleKey = std::tuple<int, std::string, double>;
-  PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
-  MergeStats stats;
-  PgTransaction tx(c);
-  for (const PairRecord& pair : pairs) {
-    bool hw_added = false, model_added = false;
-    const std::int64_t hw =
-        InsertFingerprint(c, "hardware", pair.hardware, &hw_added);
-    const std::int64_t model =
-        InsertFingerprint(c, "model", pair.model, &model_added);
-    ++(hw_added || model_added ? stats.pairs_added : stats.pairs_present);
-    std::vector<std::int64_t> run_ids;
-    for (const RunRecord& run : pair.runs) {
-      Result found = c.Exec(
-          "SELECT id FROM runs WHERE hardware_id = $1 AND model_id = $2 AND "
-          "started = $3 ORDER BY id LIMIT 1",
-          Params().Int(hw).Int(model).Real(run.info.started));
-      std::int64_t id = 0;
-      std::vector<SampleKey> present;
-      if (PQntuples(found.get()) > 0) {
-        id = ToInt(Get(found, 0, 0));
-        ++stats.runs_present;
-        Result keys =
-            c.Exec("SELECT idx, phase, time FROM samples WHERE run_id = $1",
-                   Params().Int(id));
-        for (int i = 0; i < PQntuples(keys.get()); ++i) {
-          present.emplace_back(static_cast<int>(ToInt(Get(keys, i, 0))),
-                               Get(keys, i, 1), ToReal(Get(keys, i, 2)));
-        }
-      } else {
-        Params p;
-        p.Int(hw).Int(model).Real(run.info.started);
-        if (run.info.ended != 0) {
-          p.Real(run.info.ended);
-        } else {
-          p.Null();
-        }
-        p.Text(run.info.status).Text(run.info.version).Text(run.info.source);
-        Result ins = c.Exec(
-            "INSERT INTO runs(hardware_id, model_id, started, ended, status, "
-            "version, source) VALUES($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-            p);
-        id = ToInt(Get(ins, 0, 0));
-        ++stats.runs_added;
-      }
-      run_ids.push_back(id);
-      for (const Sample& s : run.samples) {
-        const SampleKey key{s.index, s.phase, s.time};
-        if (std::find(present.begin(), present.end(), key) != present.end()) {
-          ++stats.samples_present;
-          continue;
-        }
-        // A sample twice in the document is stored once.
-        ++(InsertSample(c, id, s) ? stats.samples_added
-                                  : stats.samples_present);
-      }
-    }
-    if (!pair.best) continue;
-    Result current = c.Exec(
-        "SELECT score FROM best WHERE hardware_id = $1 AND model_id = $2 FOR "
-        "UPDATE",
-        Params().Int(hw).Int(model));
-    if (PQntuples(current.get()) > 0 &&
-        ToReal(Get(current, 0, 0)) >= pair.best->score) {
-      ++stats.best_kept;
-      continue;
-    }
-    Best best = *pair.best;
-    best.run =
-        pair.best_run >= 0 && pair.best_run < static_cast<int>(run_ids.size())
-            ? run_ids[static_cast<std::size_t>(pair.best_run)]
-            : 0;
-    WriteBest(c, hw, model, best);
-    ++stats.best_set;
-  }
-  if (dry_run) {
-    tx.Rollback();
+PgConnection PgBackend::Connection() const {
+  return PgConnection(conn_, name_, secret_, options_.server_timeout_ms);
+}
+
+namespace {
+
+class PgWrite final : public WriteTransaction {
+ public:
+  explicit PgWrite(PgConnection c) : c_(c), tx_(c_) {}
+  void Commit() override { tx_.Commit(); }
+
+ private:
+  PgConnection c_;
+  PgTransaction tx_;
+};
+
+}  // namespace
+
+// The steps of Backend::Merge (merge.cc).
+std::unique_ptr<WriteTransaction> PgBackend::Begin() {
+  return std::make_unique<PgWrite>(Connection());
+}
+
+std::int64_t PgBackend::InsertFingerprint(const std::string& kind,
+                                          const Fingerprint& fp, bool* added) {
+  return InsertFingerprintRow(Connection(), kind, fp, added);
+}
+
+std::optional<std::int64_t> PgBackend::FindRun(std::int64_t hardware,
+                                               std::int64_t model,
+                                               double started) {
+  Result found = Connection().Exec(
+      "SELECT id FROM runs WHERE hardware_id = $1 AND model_id = $2 AND "
+      "started = $3 ORDER BY id LIMIT 1",
+      Params().Int(hardware).Int(model).Real(started));
+  if (PQntuples(found.get()) == 0) return std::nullopt;
+  return ToInt(Get(found, 0, 0));
+}
+
+std::int64_t PgBackend::InsertRun(std::int64_t hardware, std::int64_t model,
+                                  const RunInfo& run) {
+  Params p;
+  p.Int(hardware).Int(model).Real(run.started);
+  if (run.ended != 0) {
+    p.Real(run.ended);
   } else {
-    tx.Commit();
+    p.Null();
   }
-  return stats;
+  p.Text(run.status).Text(run.version).Text(run.source);
+  Result ins = Connection().Exec(
+      "INSERT INTO runs(hardware_id, model_id, started, ended, status, "
+      "version, source) VALUES($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+      p);
+  return ToInt(Get(ins, 0, 0));
+}
+
+bool PgBackend::InsertSample(std::int64_t run, const Sample& sample) {
+  return InsertSampleRow(Connection(), run, sample);
+}
+
+// The pair's best row stays locked (FOR UPDATE) until the transaction ends:
+// the score compared is the one replaced.
+std::optional<double> PgBackend::LockBestScore(std::int64_t hardware,
+                                               std::int64_t model) {
+  Result current = Connection().Exec(
+      "SELECT score FROM best WHERE hardware_id = $1 AND model_id = $2 FOR "
+      "UPDATE",
+      Params().Int(hardware).Int(model));
+  if (PQntuples(current.get()) == 0) return std::nullopt;
+  return ToReal(Get(current, 0, 0));
+}
+
+void PgBackend::WriteBest(std::int64_t hardware, std::int64_t model,
+                          const Best& best) {
+  WriteBestRows(Connection(), hardware, model, best);
 }
 
 std::string PgBackend::IntegrityCheck() {

@@ -110,25 +110,27 @@ std::optional<RunInfo> internal::SqliteBackend::GetRun(std::int64_t run) {
   return r;
 }
 
+bool internal::SqliteBackend::InsertSample(std::int64_t run, const Sample& s) {
+  Statement ins(db_, options_.path, kInsertSample);
+  ins.Bind(1, run).Bind(2, s.index).Bind(3, s.phase).Bind(4, s.score);
+  ins.Bind(5, s.time).Run();
+  if (sqlite3_changes(db_) == 0) return false;  // the run has it already
+  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+  Statement val(db_, options_.path,
+                "INSERT INTO sample_values(sample_id, knob, value) "
+                "VALUES(?, ?, ?)");
+  for (const auto& [knob, value] : s.values) {
+    val.Reset();
+    val.Bind(1, id).Bind(2, knob).Bind(3, value).Run();
+  }
+  return true;
+}
+
 void internal::SqliteBackend::AddSamples(std::int64_t run,
                                          const std::vector<Sample>& samples) {
   if (samples.empty()) return;
   Transaction tx(db_, options_.path);
-  Statement ins(db_, options_.path, kInsertSample);
-  Statement val(db_, options_.path,
-                "INSERT INTO sample_values(sample_id, knob, value) "
-                "VALUES(?, ?, ?)");
-  for (const Sample& s : samples) {
-    ins.Reset();
-    ins.Bind(1, run).Bind(2, s.index).Bind(3, s.phase).Bind(4, s.score);
-    ins.Bind(5, s.time).Run();
-    if (sqlite3_changes(db_) == 0) continue;  // the run has it already
-    const std::int64_t id = sqlite3_last_insert_rowid(db_);
-    for (const auto& [knob, value] : s.values) {
-      val.Reset();
-      val.Bind(1, id).Bind(2, knob).Bind(3, value).Run();
-    }
-  }
+  for (const Sample& s : samples) InsertSample(run, s);
   tx.Commit();
 }
 

@@ -42,8 +42,21 @@ class SqliteBackend final : public Backend {
   std::vector<PairSummary> ListPairs() override;
   std::vector<RunInfo> PairRuns(std::int64_t hardware,
                                 std::int64_t model) override;
-  MergeStats Merge(const std::vector<PairRecord>& pairs, bool dry_run) override;
   std::string IntegrityCheck() override;
+
+ protected:
+  std::unique_ptr<WriteTransaction> Begin() override;
+  std::int64_t InsertFingerprint(const std::string& kind, const Fingerprint& fp,
+                                 bool* added) override;
+  std::optional<std::int64_t> FindRun(std::int64_t hardware, std::int64_t model,
+                                      double started) override;
+  std::int64_t InsertRun(std::int64_t hardware, std::int64_t model,
+                         const RunInfo& run) override;
+  bool InsertSample(std::int64_t run, const Sample& sample) override;
+  std::optional<double> LockBestScore(std::int64_t hardware,
+                                      std::int64_t model) override;
+  void WriteBest(std::int64_t hardware, std::int64_t model,
+                 const Best& best) override;
 
  private:
   void Migrate();
