@@ -1,10 +1,10 @@
 // Many jobs, one PostgreSQL store: N job processes start at once, each does
 // what rank 0 of an autotuned job does against the store (connect, look its
-// fingerprint up: FindFingerprint x2, GetBest, PairSamples; then record its
-// fingerprints and run) and writes M samples one at a time, as the writer
-// thread does. Reports the median and p99 of the connection (the login), of
-// the start-up lookup once connected, and of a sample write, and checks
-// that every row arrived.
+// fingerprint up: Store::Lookup, the ids, the best and the newest 200
+// samples; then record its fingerprints and run) and writes M samples one at a
+// time, as the writer thread does. Reports the median and p99 of the connection
+// (the login), of the start-up lookup once connected, and of a sample write,
+// and checks that every row arrived.
 //
 //   store_server_bench [--jobs 64] [--samples 1000] [--db URI] [--json]
 //
@@ -74,12 +74,7 @@ int Job(const std::string& uri, int job, int samples, int fd) {
   const Fingerprint hw = JobHardware(job);
   const Fingerprint model = hvdtune::store::ModelFingerprint(
       {{"float32", 25557032}, {"float32", 1000}});
-  const auto h = s.FindFingerprint("hardware", hw.Hash());
-  const auto m = s.FindFingerprint("model", model.Hash());
-  if (h && m) {
-    s.GetBest(*h, *m);
-    s.PairSamples(*h, *m, 200);
-  }
+  s.Lookup(hw.Hash(), model.Hash(), 200);
   t.push_back(Ms(Clock::now() - start));
   const auto hw_id = s.PutFingerprint("hardware", hw);
   const auto model_id = s.PutFingerprint("model", model);

@@ -59,6 +59,9 @@ class Backend {
   virtual std::vector<Sample> RunSamples(std::int64_t run) = 0;
   virtual std::vector<Sample> PairSamples(std::int64_t hardware,
                                           std::int64_t model, int limit) = 0;
+  /// By default the calls one by one (a local file; no round trips).
+  virtual PairLookup Lookup(const std::string& hardware_hash,
+                            const std::string& model_hash, int limit);
   virtual void SetBest(std::int64_t hardware, std::int64_t model,
                        const Best& best) = 0;
   virtual std::optional<Best> GetBest(std::int64_t hardware,

@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -740,6 +741,81 @@ std::optional<Best> PgBackend::GetBest(std::int64_t hardware,
     if (!IsNull(r, i, 3)) b.values[Get(r, i, 3)] = ValueAt(r, i, 4);
   }
   return b;
+}
+
+// A job's start-up lookup in one statement (one round trip, one
+// snapshot): rows tagged by `part`, ordered by part and then by `a`.
+//   0: the ids          a = hardware id, b = model id (NULL when unknown)
+//   1: the best         a = run id, score, time
+//   2: a best value     knob, int/real/text value
+//   3: a sample         a = sample id, b = index, text = phase, score, time
+//   4: a sample value   a = sample id, knob, int/real/text value
+constexpr const char* kLookup = R"sql(
+WITH h AS (SELECT id FROM fingerprints WHERE kind = 'hardware' AND hash = $1),
+m AS (SELECT id FROM fingerprints WHERE kind = 'model' AND hash = $2),
+b AS (SELECT b.* FROM best b, h, m
+      WHERE b.hardware_id = h.id AND b.model_id = m.id),
+s AS (SELECT s.id, s.idx, s.phase, s.score, s.time
+      FROM samples s JOIN runs r ON r.id = s.run_id, h, m
+      WHERE r.hardware_id = h.id AND r.model_id = m.id
+      ORDER BY s.id DESC LIMIT $3)
+SELECT 0 AS part, (SELECT id FROM h) AS a, (SELECT id FROM m) AS b,
+       NULL::text AS text, NULL::float8 AS score, NULL::float8 AS time,
+       NULL::bigint AS int_value, NULL::float8 AS real_value,
+       NULL::text AS text_value
+UNION ALL
+SELECT 1, run_id, NULL, NULL, score, time, NULL, NULL, NULL FROM b
+UNION ALL
+SELECT 2, NULL, NULL, v.knob, NULL, NULL, v.int_value, v.real_value,
+       v.text_value
+FROM best_values v JOIN b ON v.hardware_id = b.hardware_id
+                         AND v.model_id = b.model_id
+UNION ALL
+SELECT 3, id, idx, phase, score, time, NULL, NULL, NULL FROM s
+UNION ALL
+SELECT 4, v.sample_id, NULL, v.knob, NULL, NULL, v.int_value, v.real_value,
+       v.text_value
+FROM sample_values v JOIN s ON s.id = v.sample_id
+ORDER BY 1, 2)sql";
+
+PairLookup PgBackend::Lookup(const std::string& hardware_hash,
+                             const std::string& model_hash, int limit) {
+  Result r = Connection().Exec(
+      kLookup, Params().Text(hardware_hash).Text(model_hash).Int(limit));
+  PairLookup out;
+  std::vector<std::int64_t> ids;  // of out.samples, ascending
+  for (int i = 0; i < PQntuples(r.get()); ++i) {
+    switch (ToInt(Get(r, i, 0))) {
+      case 0:
+        if (!IsNull(r, i, 1)) out.hardware = ToInt(Get(r, i, 1));
+        if (!IsNull(r, i, 2)) out.model = ToInt(Get(r, i, 2));
+        break;
+      case 1:
+        out.best.emplace();
+        out.best->run = IsNull(r, i, 1) ? 0 : ToInt(Get(r, i, 1));
+        out.best->score = ToReal(Get(r, i, 4));
+        out.best->time = ToReal(Get(r, i, 5));
+        break;
+      case 2:
+        out.best->values[Get(r, i, 3)] = ValueAt(r, i, 6);
+        break;
+      case 3:
+        ids.push_back(ToInt(Get(r, i, 1)));
+        out.samples.push_back({static_cast<int>(ToInt(Get(r, i, 2))),
+                               Get(r, i, 3),
+                               {},
+                               ToReal(Get(r, i, 4)),
+                               ToReal(Get(r, i, 5))});
+        break;
+      default: {
+        const auto at =
+            std::lower_bound(ids.begin(), ids.end(), ToInt(Get(r, i, 1)));
+        out.samples[static_cast<std::size_t>(at - ids.begin())]
+            .values[Get(r, i, 3)] = ValueAt(r, i, 6);
+      }
+    }
+  }
+  return out;
 }
 
 std::vector<KnownPair> PgBackend::KnownPairs() {

@@ -41,6 +41,8 @@ class PgBackend final : public Backend {
   std::vector<Sample> RunSamples(std::int64_t run) override;
   std::vector<Sample> PairSamples(std::int64_t hardware, std::int64_t model,
                                   int limit) override;
+  PairLookup Lookup(const std::string& hardware_hash,
+                    const std::string& model_hash, int limit) override;
   void SetBest(std::int64_t hardware, std::int64_t model,
                const Best& best) override;
   std::optional<Best> GetBest(std::int64_t hardware,

@@ -67,6 +67,10 @@ std::vector<Sample> Store::PairSamples(std::int64_t hardware,
                                        std::int64_t model, int limit) {
   return backend_->PairSamples(hardware, model, limit);
 }
+PairLookup Store::Lookup(const std::string& hardware_hash,
+                         const std::string& model_hash, int limit) {
+  return backend_->Lookup(hardware_hash, model_hash, limit);
+}
 void Store::SetBest(std::int64_t hardware, std::int64_t model,
                     const Best& best) {
   backend_->SetBest(hardware, model, best);
@@ -84,6 +88,18 @@ MergeStats Store::Merge(const std::vector<PairRecord>& pairs, bool dry_run) {
   return backend_->Merge(pairs, dry_run);
 }
 std::string Store::IntegrityCheck() { return backend_->IntegrityCheck(); }
+
+PairLookup internal::Backend::Lookup(const std::string& hardware_hash,
+                                     const std::string& model_hash, int limit) {
+  PairLookup out;
+  out.hardware = FindFingerprint("hardware", hardware_hash);
+  out.model = FindFingerprint("model", model_hash);
+  if (out.hardware && out.model) {
+    out.best = GetBest(*out.hardware, *out.model);
+    out.samples = PairSamples(*out.hardware, *out.model, limit);
+  }
+  return out;
+}
 
 std::vector<PairRecord> Store::Dump() {
   std::vector<PairRecord> out;

@@ -75,6 +75,59 @@ TEST_P(StoreBackendTest, RoundTripsEveryValueType) {
             "float32:1000,float16:20,float32:7");
 }
 
+// A job's start-up lookup (one statement on a server) answers what the
+// calls one by one answer.
+TEST_P(StoreBackendTest, LookupAnswersWhatTheSingleCallsAnswer) {
+  Store s({where_.Fresh()});
+  const auto hw = s.PutFingerprint("hardware", TestHardware());
+  const auto model = s.PutFingerprint("model", TestModel());
+  const auto other = s.PutFingerprint("model", TestModel(2));
+  const auto run = s.BeginRun(hw, model, "0.1.0", "fresh", 1);
+  std::vector<Sample> samples;
+  for (int i = 1; i <= 12; ++i) samples.push_back(MakeSample(i, i * 1e9));
+  samples[4].values["extra"] = std::string("only here");
+  s.AddSamples(run, samples);
+  s.AddSamples(s.BeginRun(hw, other, "0.1.0", "fresh", 2), {MakeSample(1, 1)});
+  s.SetBest(hw, model, {samples[7].values, 8e9, run, 9});
+
+  const PairLookup miss =
+      s.Lookup(TestHardware().Hash(), TestModel(3).Hash(), 10);
+  EXPECT_EQ(miss.hardware, hw);
+  EXPECT_FALSE(miss.model);
+  EXPECT_FALSE(miss.best);
+  EXPECT_TRUE(miss.samples.empty());
+
+  const PairLookup no_best =
+      s.Lookup(TestHardware().Hash(), TestModel(2).Hash(), 10);
+  EXPECT_EQ(no_best.model, other);
+  EXPECT_FALSE(no_best.best);
+  ASSERT_EQ(no_best.samples.size(), 1u);
+
+  const PairLookup hit = s.Lookup(TestHardware().Hash(), TestModel().Hash(), 5);
+  EXPECT_EQ(hit.hardware, hw);
+  EXPECT_EQ(hit.model, model);
+  ASSERT_TRUE(hit.best);
+  const auto best = s.GetBest(hw, model);
+  EXPECT_EQ(hit.best->values, best->values);
+  EXPECT_EQ(hit.best->score, 8e9);
+  EXPECT_EQ(hit.best->run, run);
+  EXPECT_EQ(hit.best->time, 9);
+  const auto newest = s.PairSamples(hw, model, 5);
+  ASSERT_EQ(hit.samples.size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(hit.samples[i].index, newest[i].index);
+    EXPECT_EQ(hit.samples[i].phase, newest[i].phase);
+    EXPECT_EQ(hit.samples[i].score, newest[i].score);
+    EXPECT_EQ(hit.samples[i].time, newest[i].time);
+    EXPECT_EQ(hit.samples[i].values, newest[i].values);
+  }
+  EXPECT_EQ(hit.samples.front().index, 8);
+  EXPECT_EQ(s.Lookup(TestHardware().Hash(), TestModel().Hash(), 20)
+                .samples[4]
+                .values.at("extra"),
+            KnobValue(std::string("only here")));
+}
+
 // A write retried after its answer was lost sends the same sample again:
 // it is stored once. The key is (run, index, phase, time), what import
 // compares too.

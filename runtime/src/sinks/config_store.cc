@@ -88,10 +88,10 @@ ConfigSource::WarmStart ConfigStoreService::Lookup(
   }
   std::string how;
   try {
-    const auto hw_id = db->FindFingerprint("hardware", hw.Hash());
-    const auto model_id = db->FindFingerprint("model", model.Hash());
-    std::optional<store::Best> best;
-    if (hw_id && model_id) best = db->GetBest(*hw_id, *model_id);
+    // One round trip to a server: the ids, the best and the priors.
+    const store::PairLookup found =
+        db->Lookup(hw.Hash(), model.Hash(), kPriorSamplesExact);
+    const std::optional<store::Best>& best = found.best;
     std::optional<KnobSettings> best_knobs;
     if (best) best_knobs = FromStored(best->values, info.knobs);
     if (best_knobs) {
@@ -104,8 +104,7 @@ ConfigSource::WarmStart ConfigStoreService::Lookup(
         warm.freeze = true;
         how += ", applied without tuning";
       }
-      for (const auto& s :
-           db->PairSamples(*hw_id, *model_id, kPriorSamplesExact)) {
+      for (const auto& s : found.samples) {
         if (auto k = FromStored(s.values, info.knobs)) {
           warm.priors.push_back({*k, s.score});
         }

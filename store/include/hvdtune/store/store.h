@@ -119,6 +119,15 @@ struct PairRecord {
   int best_run = -1;
 };
 
+/// What a job looks up at start (Store::Lookup).
+struct PairLookup {
+  /// The fingerprints' ids, where stored.
+  std::optional<std::int64_t> hardware, model;
+  std::optional<Best> best;
+  /// The pair's newest samples, oldest first (as PairSamples).
+  std::vector<Sample> samples;
+};
+
 /// What Merge() did (or, with dry_run, would do).
 struct MergeStats {
   int pairs_added = 0, pairs_present = 0;
@@ -206,6 +215,12 @@ class Store {
   /// The newest `limit` samples of every run of the pair, oldest first.
   std::vector<Sample> PairSamples(std::int64_t hardware, std::int64_t model,
                                   int limit);
+
+  /// A job's start-up lookup by fingerprint hashes: both ids, the pair's
+  /// best and its newest `limit` samples, from one snapshot (on a server,
+  /// one statement: one round trip).
+  PairLookup Lookup(const std::string& hardware_hash,
+                    const std::string& model_hash, int limit);
 
   /// Replaces the pair's best configuration (the last writer wins, whole).
   void SetBest(std::int64_t hardware, std::int64_t model, const Best& best);
