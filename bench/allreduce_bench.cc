@@ -227,17 +227,20 @@ class Bench {
     return std::max<std::size_t>((bytes + 4095) / 4096 * 4096, 4096);
   }
 
+  // Raw MPI's own call: MPI_Allreduce, or MPI_Reduce_scatter_block.
+  void RawCall(const Measurement& m) {
+    if (scatter()) {
+      MPI_Reduce_scatter_block(input_.get(), output_.get(),
+                               static_cast<int>(m.count / size_), mpi_type_,
+                               MPI_SUM, MPI_COMM_WORLD);
+    } else {
+      MPI_Allreduce(input_.get(), output_.get(), static_cast<int>(m.count),
+                    mpi_type_, MPI_SUM, MPI_COMM_WORLD);
+    }
+  }
+
   double TimeRaw(const Measurement& m, std::int64_t iters, bool verify) {
-    const auto raw = [&] {
-      if (scatter()) {
-        MPI_Reduce_scatter_block(input_.get(), output_.get(),
-                                 static_cast<int>(m.count / size_), mpi_type_,
-                                 MPI_SUM, MPI_COMM_WORLD);
-      } else {
-        MPI_Allreduce(input_.get(), output_.get(), static_cast<int>(m.count),
-                      mpi_type_, MPI_SUM, MPI_COMM_WORLD);
-      }
-    };
+    const auto raw = [&] { RawCall(m); };
     if (verify) Verify(m, raw, "mpi_raw");
     for (std::int64_t i = 0; i < opt_.warmup; ++i) raw();
     return TimeLoop(iters, raw);
@@ -255,8 +258,7 @@ class Bench {
     std::fill(bits_.begin(), bits_.end(), ~std::uint64_t{0});
     MPI_Allreduce(MPI_IN_PLACE, bits_.data(), static_cast<int>(bits_.size()),
                   MPI_UINT64_T, MPI_BAND, MPI_COMM_WORLD);
-    MPI_Allreduce(input_.get(), output_.get(), static_cast<int>(m.count),
-                  mpi_type_, MPI_SUM, MPI_COMM_WORLD);
+    RawCall(m);
   }
 
   // The same on a worker thread, handed each call (the worker lives only
@@ -486,12 +488,6 @@ int Main(MpiSession& mpi, int argc, char** argv) {
   app.add_flag("--json", opt.json,
                "print one JSON object per row instead of the table");
   if (!ParseFlags(app, argc, argv, mpi.rank())) return 0;
-  if (opt.collective == "reducescatter" &&
-      (opt.negotiation_floor || opt.thread_floor)) {
-    throw UsageError(
-        "--negotiation-floor and --thread-floor time allreduces: not with "
-        "--collective reducescatter");
-  }
   if (opt.min_bytes > opt.max_bytes) {
     throw UsageError("--min-bytes (" + std::to_string(opt.min_bytes) +
                      ") is larger than --max-bytes (" +
