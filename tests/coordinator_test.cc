@@ -147,6 +147,50 @@ TEST(Coordinator, StallWarnsNamingMissingRanksThenFailsAfterShutdownTime) {
   EXPECT_TRUE(c.Add({Req("late", 1)}, 13.0).empty());
 }
 
+TEST(Coordinator, RanksOutOfStepByOneCollectiveMeetAgainAfterAStall) {
+  // Rank 1 submitted a collective the others never will (they moved on to
+  // "next" after an error of their own); each side waits on the other.
+  Coordinator c(3, StallSettings{0, 3.0});
+  c.Add({Req("extra", 1)}, 0.0);
+  c.Add({Req("next", 0), Req("next", 2)}, 0.5);
+  std::vector<StallEvent> stalls;
+  std::vector<Response> failed;
+  c.CheckStalls(4.0, &stalls, &failed);  // both past 3 s
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].name, "extra");
+  EXPECT_NE(failed[0].error.find("ranks 0, 2 did not submit it"),
+            std::string::npos)
+      << failed[0].error;
+  EXPECT_EQ(c.waiting(), 1u);  // "next" waits again, from 4.0
+  c.CheckStalls(6.5, &stalls, &failed);
+  EXPECT_EQ(failed.size(), 1u);
+  // Rank 1, released, submits "next": it runs on every rank.
+  const auto out = c.Add({Req("next", 1)}, 6.5);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].kind, Response::Kind::kRun);
+  EXPECT_EQ(c.waiting(), 0u);
+}
+
+TEST(Coordinator, EveryTensorWaitingForAnAbsentRankFailsInOnePass) {
+  Coordinator c(3, StallSettings{0, 3.0});
+  c.Add({Req("a", 0), Req("a", 1)}, 0.0);
+  c.Add({Req("b", 0), Req("b", 1)}, 1.0);
+  c.Add({Req("c", 2)}, 1.5);  // rank 2 is alive but a, b never come from it
+  std::vector<StallEvent> stalls;
+  std::vector<Response> failed;
+  c.CheckStalls(10.0, &stalls, &failed);
+  // a fails first and frees ranks 0 and 1, so c (missing 0 and 1) waits
+  // again; b misses only rank 2, which nothing freed: it fails too.
+  ASSERT_EQ(failed.size(), 2u);
+  EXPECT_EQ(failed[0].name, "a");
+  EXPECT_EQ(failed[1].name, "b");
+  EXPECT_EQ(c.waiting(), 1u);
+  c.CheckStalls(13.5, &stalls, &failed);  // c's new wait passed 3 s
+  ASSERT_EQ(failed.size(), 3u);
+  EXPECT_EQ(failed[2].name, "c");
+  EXPECT_EQ(c.waiting(), 0u);
+}
+
 TEST(Coordinator, NoStallHandlingWhenBothTimesAreZero) {
   Coordinator c(2, StallSettings{0, 0});
   c.Add({Req("t", 0)}, 0);

@@ -260,53 +260,77 @@ Response Coordinator::BuildResponse(const std::vector<Request>& reqs) const {
 void Coordinator::CheckStalls(double now, std::vector<StallEvent>* stalls,
                               std::vector<Response>* failed) {
   if (StallThreshold(stall_) <= 0 || table_.empty()) return;
-  std::vector<std::string> ended;
+  // Past the shutdown time, oldest first.
+  std::vector<std::pair<double, std::string>> expired;
+  auto split = [&](const TableEntry& e, std::vector<int>* present,
+                   std::vector<int>* missing) {
+    for (int r = 0; r < size_; ++r) {
+      (e.by_rank[static_cast<std::size_t>(r)].name.empty() ? missing : present)
+          ->push_back(r);
+    }
+  };
   for (auto& [name, e] : table_) {
     const double waited = now - e.since;
+    if (stall_.shutdown_seconds > 0 && waited > stall_.shutdown_seconds) {
+      expired.emplace_back(e.since, name);
+      continue;
+    }
     const bool warn = stall_.check_seconds > 0 &&
                       waited > stall_.check_seconds &&
                       (e.warned == 0 || now - e.warned > stall_.check_seconds);
-    const bool shut =
-        stall_.shutdown_seconds > 0 && waited > stall_.shutdown_seconds;
-    if (!warn && !shut) continue;
+    if (!warn) continue;
     StallEvent ev;
     ev.tensor = name;
     std::vector<int> present;
-    for (int r = 0; r < size_; ++r) {
-      (e.by_rank[static_cast<std::size_t>(r)].name.empty() ? ev.missing_ranks
-                                                           : present)
-          .push_back(r);
-    }
+    split(e, &present, &ev.missing_ranks);
     ev.waited_seconds = waited;
-    ev.shutdown = shut;
     ev.time = now;
-    if (shut) {
-      Response resp;
-      for (const Request& q : e.by_rank) {
-        if (!q.name.empty()) {
-          resp = BuildResponse(std::vector<Request>(size_, q));
-          break;
-        }
-      }
-      resp.kind = Response::Kind::kError;
-      resp.stalled = true;
-      resp.first_dims.clear();
-      std::ostringstream os;
-      os << "tensor '" << name << "' stalled: rank"
-         << (ev.missing_ranks.size() > 1 ? "s " : " ")
-         << RankList(ev.missing_ranks) << " did not submit it within "
-         << "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" << stall_.shutdown_seconds
-         << " s (submitted by rank" << (present.size() > 1 ? "s " : " ")
-         << RankList(present) << ")";
-      resp.error = os.str();
-      failed->push_back(std::move(resp));
-      ended.push_back(name);
-    } else {
-      e.warned = now;
-    }
+    e.warned = now;
     stalls->push_back(std::move(ev));
   }
-  for (const std::string& name : ended) {
+  std::sort(expired.begin(), expired.end());
+  // A rank that submitted a tensor failing now was waiting on it, not free
+  // to submit another: a tensor missing only such ranks gets a new stall
+  // time from now instead of failing with it. Ranks out of step by one
+  // collective (one rank submitted A, the others B) then lose A and meet at
+  // B, instead of losing both and staying out of step.
+  std::vector<bool> freed(static_cast<std::size_t>(size_), false);
+  for (const auto& [since, name] : expired) {
+    TableEntry& e = table_.at(name);
+    StallEvent ev;
+    ev.tensor = name;
+    std::vector<int> present;
+    split(e, &present, &ev.missing_ranks);
+    if (std::any_of(
+            ev.missing_ranks.begin(), ev.missing_ranks.end(),
+            [&](int r) { return freed[static_cast<std::size_t>(r)]; })) {
+      e.since = now;
+      continue;
+    }
+    ev.waited_seconds = now - since;
+    ev.shutdown = true;
+    ev.time = now;
+    Response resp;
+    for (const Request& q : e.by_rank) {
+      if (!q.name.empty()) {
+        resp = BuildResponse(std::vector<Request>(size_, q));
+        break;
+      }
+    }
+    resp.kind = Response::Kind::kError;
+    resp.stalled = true;
+    resp.first_dims.clear();
+    std::ostringstream os;
+    os << "tensor '" << name << "' stalled: rank"
+       << (ev.missing_ranks.size() > 1 ? "s " : " ")
+       << RankList(ev.missing_ranks) << " did not submit it within "
+       << "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" << stall_.shutdown_seconds
+       << " s (submitted by rank" << (present.size() > 1 ? "s " : " ")
+       << RankList(present) << ")";
+    resp.error = os.str();
+    failed->push_back(std::move(resp));
+    for (int r : present) freed[static_cast<std::size_t>(r)] = true;
+    stalls->push_back(std::move(ev));
     table_.erase(name);
     std::erase(table_order_, name);
   }

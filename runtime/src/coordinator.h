@@ -42,7 +42,10 @@ class Coordinator {
 
   /// Warnings for tensors waiting longer than the check time (again every
   /// check time), and, past the shutdown time, error responses that end
-  /// them on the ranks that submitted them (the tensors leave the table).
+  /// them on the ranks that submitted them (the tensors leave the table),
+  /// oldest first; a tensor that waits only for ranks that submitted one
+  /// failing in the same call starts a new wait instead (they were blocked,
+  /// not absent).
   void CheckStalls(double now, std::vector<StallEvent>* stalls,
                    std::vector<Response>* failed);
 
