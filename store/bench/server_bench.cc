@@ -1,12 +1,16 @@
-// Many jobs, one PostgreSQL store: N job processes start at once, each does
+// Many jobs, one PostgreSQL store: N job processes start at once (or, with
+// --start-spread S, one every S / N seconds, as a scheduler launches them),
+// each does
 // what rank 0 of an autotuned job does against the store (connect, look its
 // fingerprint up: Store::Lookup, the ids, the best and the newest 200
 // samples; then record its fingerprints and run) and writes M samples one at a
 // time, as the writer thread does. Reports the median and p99 of the connection
 // (the login), of the start-up lookup once connected, and of a sample write,
-// and checks that every row arrived.
+// and checks that every row arrived. Also reports how many jobs ran at once
+// at the peak (their connect-to-last-write spans overlapping).
 //
-//   store_server_bench [--jobs 64] [--samples 1000] [--db URI] [--json]
+//   store_server_bench [--jobs 64] [--samples 1000] [--start-spread S]
+//                      [--db URI] [--json]
 //
 // Without --db it starts a throwaway server (store/tests/pg_server.h) with
 // durable settings (fsync on) on loopback. Exit status 1 when a row is lost.
@@ -21,6 +25,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "hvdtune/store/store.h"
@@ -63,10 +69,11 @@ Sample BenchSample(int index) {
   return s;
 }
 
-// One job: its timings (ms) written to `fd`: connection, lookup, then
-// every write.
-int Job(const std::string& uri, int job, int samples, int fd) {
-  std::vector<double> t;
+// One job: its timings (ms) written to `fd`: when it began and ended (since
+// `origin`), connection, lookup, then every write.
+int Job(const std::string& uri, int job, int samples, int fd,
+        Clock::time_point origin) {
+  std::vector<double> t = {Ms(Clock::now() - origin), 0};
   auto start = Clock::now();
   Store s({uri});
   t.push_back(Ms(Clock::now() - start));
@@ -86,6 +93,7 @@ int Job(const std::string& uri, int job, int samples, int fd) {
     t.push_back(Ms(Clock::now() - w));
   }
   s.EndRun(run, "completed", job + 1.0);
+  t[1] = Ms(Clock::now() - origin);
   const auto bytes = static_cast<ssize_t>(t.size() * sizeof(double));
   return write(fd, t.data(), static_cast<std::size_t>(bytes)) == bytes ? 0 : 1;
 }
@@ -102,6 +110,7 @@ double Quantile(std::vector<double> v, double q) {
 
 int main(int argc, char** argv) {
   int jobs = 64, samples = 1000;
+  double spread = 0;
   std::string uri;
   bool json = false;
   for (int i = 1; i < argc; ++i) {
@@ -117,19 +126,25 @@ int main(int argc, char** argv) {
       jobs = std::atoi(value().c_str());
     } else if (a == "--samples") {
       samples = std::atoi(value().c_str());
+    } else if (a == "--start-spread") {
+      spread = std::atof(value().c_str());
     } else if (a == "--db") {
       uri = value();
     } else if (a == "--json") {
       json = true;
     } else {
       std::fprintf(stderr,
-                   "%s: unknown flag (--jobs N --samples M --db URI --json)\n",
+                   "%s: unknown flag (--jobs N --samples M --start-spread S "
+                   "--db URI --json)\n",
                    a.c_str());
       return 2;
     }
   }
-  if (jobs < 1 || jobs > 180 || samples < 1) {
-    std::fprintf(stderr, "--jobs must be 1-180 and --samples at least 1\n");
+  if (jobs < 1 || jobs > 180 || samples < 1 || !(spread >= 0) ||
+      spread > 3600) {
+    std::fprintf(stderr,
+                 "--jobs must be 1-180, --samples at least 1 and "
+                 "--start-spread 0-3600 seconds\n");
     return 2;
   }
   std::unique_ptr<hvdtune::store::testing::PgServer> server;
@@ -156,7 +171,10 @@ int main(int argc, char** argv) {
       close(p[0]);
       int rc = 1;
       try {
-        rc = Job(uri, j, samples, p[1]);
+        std::this_thread::sleep_until(
+            start + std::chrono::duration_cast<Clock::duration>(
+                        std::chrono::duration<double>(spread * j / jobs)));
+        rc = Job(uri, j, samples, p[1], start);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "job %d: %s\n", j, e.what());
       }
@@ -167,9 +185,10 @@ int main(int argc, char** argv) {
     fds.push_back(p[0]);
   }
   std::vector<double> connects, lookups, writes;
+  std::vector<std::pair<double, int>> spans;  // (time, +1 start / -1 end)
   int failed = 0;
   for (int j = 0; j < jobs; ++j) {
-    std::vector<double> t(static_cast<std::size_t>(samples) + 2);
+    std::vector<double> t(static_cast<std::size_t>(samples) + 4);
     char* at = reinterpret_cast<char*>(t.data());
     std::size_t left = t.size() * sizeof(double);
     while (left > 0) {
@@ -185,9 +204,17 @@ int main(int argc, char** argv) {
       ++failed;
       continue;
     }
-    connects.push_back(t[0]);
-    lookups.push_back(t[1]);
-    writes.insert(writes.end(), t.begin() + 2, t.end());
+    spans.emplace_back(t[0], 1);
+    spans.emplace_back(t[1], -1);
+    connects.push_back(t[2]);
+    lookups.push_back(t[3]);
+    writes.insert(writes.end(), t.begin() + 4, t.end());
+  }
+  std::sort(spans.begin(), spans.end());  // an end before a start at a tie
+  int running = 0, peak = 0;
+  for (const auto& [time, delta] : spans) {
+    running += delta;
+    peak = std::max(peak, running);
   }
   const double wall = Ms(Clock::now() - start) / 1000;
 
@@ -210,26 +237,29 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"jobs\": %d, \"samples_per_job\": %d, \"rows\": %lld, "
         "\"lost\": %lld, \"values\": %lld, \"runs_completed\": %lld, "
-        "\"failed_jobs\": %d, \"wall_seconds\": %.2f, "
+        "\"failed_jobs\": %d, \"start_spread_seconds\": %g, "
+        "\"peak_concurrent_jobs\": %d, \"wall_seconds\": %.2f, "
         "\"connect_ms\": {\"median\": %.2f, \"p99\": %.2f}, "
         "\"lookup_ms\": {\"median\": %.2f, \"p99\": %.2f}, "
         "\"write_ms\": {\"median\": %.3f, \"p99\": %.3f}}\n",
         jobs, samples, static_cast<long long>(rows),
         static_cast<long long>(lost), static_cast<long long>(values),
-        static_cast<long long>(completed), failed, wall,
+        static_cast<long long>(completed), failed, spread, peak, wall,
         Quantile(connects, 0.5), Quantile(connects, 0.99),
         Quantile(lookups, 0.5), Quantile(lookups, 0.99), Quantile(writes, 0.5),
         Quantile(writes, 0.99));
   } else {
     std::printf(
         "%d jobs x %d samples into %s in %.1f s: %lld rows, %lld lost, %d "
-        "jobs failed\nconnection (login): median %.2f ms, p99 %.2f ms\n"
+        "jobs failed, %d at once at the peak (started over %g s)\n"
+        "connection (login): median %.2f ms, p99 %.2f ms\n"
         "start-up lookup: median %.2f ms, p99 %.2f ms\n"
         "sample write: median %.3f ms, p99 %.3f ms\n",
         jobs, samples, s.path().c_str(), wall, static_cast<long long>(rows),
-        static_cast<long long>(lost), failed, Quantile(connects, 0.5),
-        Quantile(connects, 0.99), Quantile(lookups, 0.5),
-        Quantile(lookups, 0.99), Quantile(writes, 0.5), Quantile(writes, 0.99));
+        static_cast<long long>(lost), failed, peak, spread,
+        Quantile(connects, 0.5), Quantile(connects, 0.99),
+        Quantile(lookups, 0.5), Quantile(lookups, 0.99), Quantile(writes, 0.5),
+        Quantile(writes, 0.99));
   }
   return lost == 0 && failed == 0 && values == rows * 5 && completed == jobs
              ? 0
