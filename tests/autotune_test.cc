@@ -56,6 +56,17 @@ TEST(AutotuneSettings, HorovodDefaultsAndStrictParsing) {
   EXPECT_EQ(d.steps_per_sample, 10);
   EXPECT_EQ(d.max_samples, 20);
   EXPECT_DOUBLE_EQ(d.gaussian_process_noise, 0.8);
+  EXPECT_DOUBLE_EQ(d.sample_precision, 0.1);
+  EXPECT_DOUBLE_EQ(d.max_sample_seconds, 3.0);
+  EXPECT_EQ(d.max_steps_per_sample, 0);
+  const AutotuneSettings adaptive = ParseAutotuneSettings(
+      MapEnv({{"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "4"},
+              {"HVDTUNE_AUTOTUNE_SAMPLE_PRECISION", "0"},
+              {"HVDTUNE_AUTOTUNE_MAX_SAMPLE_SECONDS", "0.5"},
+              {"HVDTUNE_AUTOTUNE_MAX_STEPS_PER_SAMPLE", "4"}}));
+  EXPECT_EQ(adaptive.sample_precision, 0);
+  EXPECT_DOUBLE_EQ(adaptive.max_sample_seconds, 0.5);
+  EXPECT_EQ(adaptive.max_steps_per_sample, 4);
   const AutotuneSettings s = ParseAutotuneSettings(
       MapEnv({{"HOROVOD_AUTOTUNE", "1"},
               {"HOROVOD_AUTOTUNE_LOG", "/tmp/x.csv"},
@@ -71,7 +82,15 @@ TEST(AutotuneSettings, HorovodDefaultsAndStrictParsing) {
            {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0"},
            // The policy needs a drop below 1: refused at init, not later.
            {"HVDTUNE_AUTOTUNE_RETUNE_DROP", "1"},
-           {"HVDTUNE_AUTOTUNE_RETUNE_DROP", "1.5"}}) {
+           {"HVDTUNE_AUTOTUNE_RETUNE_DROP", "1.5"},
+           {"HVDTUNE_AUTOTUNE_SAMPLE_PRECISION", "-0.1"},
+           {"HVDTUNE_AUTOTUNE_SAMPLE_PRECISION", "5%"},
+           {"HVDTUNE_AUTOTUNE_SAMPLE_PRECISION", "2"},
+           {"HVDTUNE_AUTOTUNE_MAX_SAMPLE_SECONDS", "-1"},
+           {"HVDTUNE_AUTOTUNE_MAX_SAMPLE_SECONDS", "soon"},
+           // Below the default HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE (10).
+           {"HVDTUNE_AUTOTUNE_MAX_STEPS_PER_SAMPLE", "5"},
+           {"HVDTUNE_AUTOTUNE_MAX_STEPS_PER_SAMPLE", "-1"}}) {
     try {
       ParseAutotuneSettings(MapEnv({{var, value}}));
       ADD_FAILURE() << var << "=" << value << " accepted";
@@ -262,6 +281,9 @@ TEST(AutotuneLogSink, ColumnsComeFromTheKnobTable) {
                          0),
             0u)
       << header;
+  // What a sample cost comes last.
+  const std::string tail = ",sample_steps,sample_seconds,sample_precision";
+  EXPECT_EQ(header.substr(header.size() - tail.size()), tail) << header;
   for (const KnobSpec& spec : KnobTable()) {
     EXPECT_NE(header.find("," + std::string(spec.name)), std::string::npos)
         << spec.name;
@@ -297,6 +319,11 @@ TEST(AutotuneLogSink, OneRowPerSampleNumberedWithoutGaps) {
     EXPECT_GT(std::stod(cells[5]), 0) << line;     // score
     EXPECT_EQ(std::stoi(cells[6]), rows) << line;  // sample, no gaps
     if (cells[7] == "exploring") ++exploring;
+    // sample_steps, sample_seconds (sample_precision may be empty).
+    const auto at = static_cast<std::size_t>(columns - 3);
+    ASSERT_GT(cells.size(), at + 1) << line;
+    EXPECT_GE(std::stoi(cells[at]), s.steps_per_sample) << line;
+    EXPECT_GT(std::stod(cells[at + 1]), 0) << line;
   }
   // 1 warm-up row + 6 samples, the first of which is the warm-up's own
   // configuration and is scored without a new measurement.
@@ -313,6 +340,9 @@ TEST(GpAutotuner, SustainedDropReopensTuning) {
   s.max_samples = 5;
   s.retune_drop = 0.15;
   s.retune_windows = 2;
+  // Fixed 2-step samples: the slowdown comes 8 steps into the frozen phase,
+  // after the detector's reference.
+  s.sample_precision = 0;
   auto a = MakeGpAutotuner(Context(s));
   // Once frozen, the same knobs run at half speed after a while.
   const TuningRun run = Drive(

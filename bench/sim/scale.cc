@@ -169,6 +169,8 @@ Config PolicyRun(const Problem& p, std::uint64_t seed, int budget,
   tuner::AutotunePolicySettings settings;
   settings.warmup_samples = 1;
   settings.steps_per_sample = 1;
+  // One simulated step per sample, as the simulator's tables were measured.
+  settings.sample_precision = 0;
   settings.max_samples = budget;
   settings.seed = seed;
   settings.asynchronous = false;

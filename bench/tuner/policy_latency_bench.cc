@@ -72,6 +72,7 @@ AutotunePolicySettings Settings(bool asynchronous, int rounds) {
   AutotunePolicySettings s;
   s.warmup_samples = 1;
   s.steps_per_sample = 1;
+  s.sample_precision = 0;      // one step, one optimizer round
   s.max_samples = rounds + 2;  // no freeze within the measured rounds
   s.asynchronous = asynchronous;
   return s;

@@ -47,6 +47,7 @@ def test_synthetic_benchmark_autotunes_and_freezes(tmp_path):
         "HOROVOD_AUTOTUNE_DB": str(tmp_path / "store.db"),
         "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
         "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "2",
+        "HVDTUNE_AUTOTUNE_SAMPLE_PRECISION": "0",
         "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "4",
         # Stay frozen: two cores' noise would otherwise re-open tuning.
         "HVDTUNE_AUTOTUNE_RETUNE_DROP": "0",

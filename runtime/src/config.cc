@@ -43,6 +43,22 @@ AutotuneSettings ParseAutotuneSettings(const EnvLookup& env) {
         [&](auto var, auto v) { s.warmup_samples = Int(var, v, 0, 1000); });
   IfSet(env, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE",
         [&](auto var, auto v) { s.steps_per_sample = Int(var, v, 1, 100000); });
+  IfSet(env, "HVDTUNE_AUTOTUNE_SAMPLE_PRECISION", [&](auto var, auto v) {
+    s.sample_precision = ParseFloatSetting(var, v, 0.0, 1.0, false);
+  });
+  IfSet(env, "HVDTUNE_AUTOTUNE_MAX_SAMPLE_SECONDS", [&](auto var, auto v) {
+    s.max_sample_seconds = ParseFloatSetting(var, v, 0.0, 1e6, false);
+  });
+  IfSet(env, "HVDTUNE_AUTOTUNE_MAX_STEPS_PER_SAMPLE", [&](auto var, auto v) {
+    s.max_steps_per_sample = Int(var, v, 0, 1000000);
+    if (s.max_steps_per_sample != 0 &&
+        s.max_steps_per_sample < s.steps_per_sample) {
+      throw ConfigError(
+          "invalid value '" + std::string(v) + "' for " + std::string(var) +
+          ": expected 0 or at least HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE (" +
+          std::to_string(s.steps_per_sample) + ")");
+    }
+  });
   IfSet(env, "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
         [&](auto var, auto v) { s.max_samples = Int(var, v, 1, 10000); });
   IfSet(env, "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", [&](auto var, auto v) {
@@ -170,13 +186,28 @@ constexpr SettingSpec kSettings[] = {
     {"Autotuning", "HOROVOD_AUTOTUNE_LOG", "unset", "a file path",
      "CSV file written by rank 0, one row per sample: Horovod's columns for "
      "the knobs that have one, then score (bytes/s), sample, phase, "
-     "timestamp, then every knob by its table name."},
+     "timestamp, then every knob by its table name, then the sample's "
+     "steps, seconds and precision."},
     {"Autotuning", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "3", "0 – 1000",
      "Samples measured under the initial knobs before tuning; the last one "
      "is the initial configuration's score."},
     {"Autotuning", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "10", "1 – 100000",
-     "Training steps per sample; a sample's score is the median of its "
-     "steps' throughput."},
+     "Training steps per sample (the least, unless "
+     "HVDTUNE_AUTOTUNE_SAMPLE_PRECISION is 0); a sample's score is the "
+     "median of its steps' throughput."},
+    {"Autotuning", "HVDTUNE_AUTOTUNE_SAMPLE_PRECISION", "0.1", "0 – 1",
+     "After HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE steps a sample takes more "
+     "until the 95% confidence half-width of its score is at most this "
+     "fraction (from the median absolute deviation of the steps' log "
+     "throughput), or a cap below is reached. 0: every sample is exactly "
+     "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE steps."},
+    {"Autotuning", "HVDTUNE_AUTOTUNE_MAX_SAMPLE_SECONDS", "3", "0 – 1e6",
+     "A sample closes once its steps took this many seconds, however "
+     "imprecise; 0 = no time cap."},
+    {"Autotuning", "HVDTUNE_AUTOTUNE_MAX_STEPS_PER_SAMPLE",
+     "0 (10 x HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE)",
+     "0, or HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE – 1000000",
+     "A sample closes at this many steps, however imprecise."},
     {"Autotuning", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "20", "1 – 10000",
      "Samples in the exploration budget (the initial configuration counts as "
      "the first)."},

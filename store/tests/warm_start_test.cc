@@ -57,6 +57,7 @@ std::map<std::string, std::string> TuneEnv(const std::string& db) {
           {"HOROVOD_AUTOTUNE_DB", db},
           {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "1"},
           {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "2"},
+          {"HVDTUNE_AUTOTUNE_SAMPLE_PRECISION", "0"},
           {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "5"},
           {"HVDTUNE_AUTOTUNE_RETUNE_DROP", "0.9"}};
 }

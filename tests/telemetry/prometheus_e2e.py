@@ -148,6 +148,7 @@ def main():
         env = {"HOROVOD_METRICS_PORT": "0", "HOROVOD_AUTOTUNE": "1",
                "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
                "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "5",
+               "HVDTUNE_AUTOTUNE_SAMPLE_PRECISION": "0",
                "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "4",
                "HVDTUNE_AUTOTUNE_RETUNE_WINDOWS": "100000",
                "HOROVOD_AUTOTUNE_DB": os.path.join(work, "store.db")}

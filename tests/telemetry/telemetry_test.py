@@ -172,6 +172,7 @@ def test_timeline(args, work):
     env = {"HOROVOD_TIMELINE": path, "HOROVOD_TIMELINE_MARK_CYCLES": "1",
            "HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
            "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "2",
+           "HVDTUNE_AUTOTUNE_SAMPLE_PRECISION": "0",
            "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "4",
            "HOROVOD_AUTOTUNE_DB": os.path.join(work, "store.db")}
     job = Job(args, 2, env, ["--tensors", "20", "--steps", str(steps)], work)

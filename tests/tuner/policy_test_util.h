@@ -41,6 +41,9 @@ inline AutotunePolicySettings Settings(bool asynchronous = false) {
   AutotunePolicySettings s;
   s.warmup_samples = 3;
   s.steps_per_sample = 3;
+  // Fixed-length samples: these tests count steps (the adaptive length has
+  // its own tests, autotune_policy_sample_test.cc).
+  s.sample_precision = 0;
   s.max_samples = 12;
   s.retune_drop = 0.15;
   s.retune_windows = 2;

@@ -369,6 +369,7 @@ def test_plot():
     log = os.path.join(ARGS.work, "autotune.csv")
     trainer({"HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_STORE": "off",
              "HOROVOD_AUTOTUNE_LOG": log, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "2",
+             "HVDTUNE_AUTOTUNE_SAMPLE_PRECISION": "0",
              "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
              "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "4"}, "--until-frozen")
     rows = len(open(log).read().splitlines()) - 1

@@ -29,6 +29,36 @@ const char* PhaseName(Phase phase) {
 
 namespace {
 
+// t(0.975, dof): exact for few degrees of freedom, then the Cornish-Fisher
+// expansion around the normal quantile (within 0.5% from 6 on).
+double StudentT975(int dof) {
+  static constexpr double kSmall[] = {12.706, 4.303, 3.182, 2.776, 2.571};
+  if (dof <= 5) return kSmall[std::max(dof, 1) - 1];
+  const double z = 1.959964, v = dof;
+  return z + (z * z * z + z) / (4 * v) +
+         (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * v * v);
+}
+
+}  // namespace
+
+double MedianLogHalfWidth(const std::vector<double>& logs) {
+  const std::size_t n = logs.size();
+  if (n < 2) return std::numeric_limits<double>::infinity();
+  const double center = internal::Median(logs);
+  std::vector<double> deviation(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    deviation[i] = std::fabs(logs[i] - center);
+  }
+  // 1.4826 MAD estimates a normal sd without letting a rare stall (a step
+  // three times slower) widen it; the median's standard error is 1.2533
+  // times the mean's.
+  const double spread = 1.4826 * internal::Median(std::move(deviation));
+  return StudentT975(static_cast<int>(n) - 1) * 1.2533 * spread /
+         std::sqrt(static_cast<double>(n));
+}
+
+namespace {
+
 // Throws std::invalid_argument unless `config` is a valid point of `space`.
 void CheckInSpace(const SearchSpace& space, const Config& config,
                   const std::string& what) {
@@ -65,6 +95,16 @@ void CheckSettings(const AutotunePolicySettings& s) {
     fail("retune_drop must be in [0, 1)");
   }
   if (s.retune_windows < 1) fail("retune_windows must be >= 1");
+  if (!(s.sample_precision >= 0 && s.sample_precision <= 1)) {
+    fail("sample_precision must be in [0, 1]");
+  }
+  if (!(s.max_sample_seconds >= 0 && std::isfinite(s.max_sample_seconds))) {
+    fail("max_sample_seconds must be a finite number >= 0");
+  }
+  if (s.max_steps_per_sample != 0 &&
+      s.max_steps_per_sample < s.steps_per_sample) {
+    fail("max_steps_per_sample must be 0 or >= steps_per_sample");
+  }
   if (!(s.exploit_share >= 0 && s.exploit_share <= 1)) {
     fail("exploit_share must be in [0, 1]");
   }
@@ -169,12 +209,34 @@ void AutotunePolicy::OnStep(double bytes, double seconds, double now) {
   if (!std::isfinite(score)) return;
   try {
     s.step_scores.push_back(score);
-    if (static_cast<int>(s.step_scores.size()) < s.settings.steps_per_sample) {
-      return;
+    s.step_seconds += seconds;
+    const int n = static_cast<int>(s.step_scores.size());
+    if (n < s.settings.steps_per_sample) return;
+    State::SampleCost cost;
+    cost.steps = n;
+    cost.seconds = s.step_seconds;
+    cost.precision = std::numeric_limits<double>::quiet_NaN();
+    const double target = s.settings.sample_precision;
+    if (target > 0 || n >= 2) {
+      std::vector<double> logs(s.step_scores.size());
+      std::transform(s.step_scores.begin(), s.step_scores.end(), logs.begin(),
+                     [](double x) { return std::log(x); });
+      const double half_width = MedianLogHalfWidth(logs);
+      if (std::isfinite(half_width)) cost.precision = std::expm1(half_width);
+      const int max_steps = s.settings.max_steps_per_sample > 0
+                                ? s.settings.max_steps_per_sample
+                                : 10 * s.settings.steps_per_sample;
+      const bool capped =
+          n >= max_steps || (s.settings.max_sample_seconds > 0 &&
+                             s.step_seconds >= s.settings.max_sample_seconds);
+      if (target > 0 && !capped && !(half_width <= std::log1p(target))) {
+        return;
+      }
     }
     const double sample = internal::Median(s.step_scores);
     s.step_scores.clear();
-    std::optional<State::Job> job = s.FinishSample(sample, now);
+    s.step_seconds = 0;
+    std::optional<State::Job> job = s.FinishSample(sample, now, cost);
     if (!job) return;
     if (s.settings.asynchronous) {
       s.job = std::move(job);

@@ -66,11 +66,15 @@ double DriftStep(double cusum, const DriftReference& ref, double log_score) {
 }  // namespace internal
 
 std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
-    double score, double now) {
+    double score, double now, const SampleCost& cost) {
   ++status.total_samples;
   status.last_score = score;
-  Emit(PolicyEvent::Kind::kSample, phase, phase, current, score, now).index =
-      status.total_samples;
+  PolicyEvent& sample =
+      Emit(PolicyEvent::Kind::kSample, phase, phase, current, score, now);
+  sample.index = status.total_samples;
+  sample.steps = cost.steps;
+  sample.seconds = cost.seconds;
+  sample.precision = cost.precision;
 
   switch (phase) {
     case Phase::kOff:

@@ -124,6 +124,7 @@ struct AutotunePolicy::State {
   int warmup_left = 0;
   std::vector<double> confirm_scores;
   std::vector<double> step_scores;
+  double step_seconds = 0;  // of the steps in `step_scores`
   bool skip_next_step = false;
   std::optional<Config> pending;
   Config current;  // in force, or handed out and about to be
@@ -184,7 +185,15 @@ struct AutotunePolicy::State {
 
   // Caller's side, under `mu`: books a finished sample; returns the
   // optimizer work it calls for, if any.
-  std::optional<Job> FinishSample(double score, double now);
+  // A finished sample: its score (the median of its steps) and what it
+  // cost.
+  struct SampleCost {
+    int steps = 0;
+    double seconds = 0;
+    double precision = 0;
+  };
+  std::optional<Job> FinishSample(double score, double now,
+                                  const SampleCost& cost);
   // The optimizer work; no locking, no shared state but the optimizer.
   Result Run(const Job& job);
   // Caller's or worker's side, under `mu`: applies what the optimizer said.

@@ -35,7 +35,17 @@ struct AutotuneSettings {
   std::string log_path;       // HOROVOD_AUTOTUNE_LOG
   int warmup_samples = 3;     // HOROVOD_AUTOTUNE_WARMUP_SAMPLES
   int steps_per_sample = 10;  // HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE
-  int max_samples = 20;       // HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES
+  /// HVDTUNE_AUTOTUNE_SAMPLE_PRECISION: a sample takes more steps until
+  /// the 95% confidence half-width of its score is at most this fraction
+  /// (0: exactly steps_per_sample steps).
+  double sample_precision = 0.1;
+  /// HVDTUNE_AUTOTUNE_MAX_SAMPLE_SECONDS: caps an adaptive sample (0: no
+  /// time cap).
+  double max_sample_seconds = 3.0;
+  /// HVDTUNE_AUTOTUNE_MAX_STEPS_PER_SAMPLE: caps an adaptive sample (0:
+  /// 10 x steps_per_sample).
+  int max_steps_per_sample = 0;
+  int max_samples = 20;  // HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES
   /// HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE.
   double gaussian_process_noise = 0.8;
   /// HVDTUNE_AUTOTUNE_RETUNE_DROP: relative score drop after freezing that

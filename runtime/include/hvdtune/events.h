@@ -118,6 +118,12 @@ struct AutotuneSampleEvent {
   double score = 0;
   double best_score = 0;
   double time = 0;
+  /// What the sample cost: its steps, the seconds they took, and the 95%
+  /// confidence half-width of `score` as a fraction of it (NaN for one
+  /// step).
+  int steps = 0;
+  double seconds = 0;
+  double precision = 0;
 };
 
 /// The autotuner changed phase (rank 0).

@@ -40,6 +40,9 @@ class GpAutotuner final : public Autotuner {
         space_(ctx.knobs, ctx.info.cross_size > 1, ctx.tune_num_groups) {
     settings_.warmup_samples = ctx.settings.warmup_samples;
     settings_.steps_per_sample = ctx.settings.steps_per_sample;
+    settings_.sample_precision = ctx.settings.sample_precision;
+    settings_.max_sample_seconds = ctx.settings.max_sample_seconds;
+    settings_.max_steps_per_sample = ctx.settings.max_steps_per_sample;
     settings_.max_samples = ctx.settings.max_samples;
     settings_.gaussian_process_noise = ctx.settings.gaussian_process_noise;
     settings_.retune_drop = ctx.settings.retune_drop;
@@ -188,7 +191,8 @@ class GpAutotuner final : public Autotuner {
         case tuner::PolicyEvent::Kind::kSample:
           out.samples.push_back({e.index, ToPhase(e.phase),
                                  space_.FromConfig(e.config, current_), e.score,
-                                 ps.best_score, e.time});
+                                 ps.best_score, e.time, e.steps, e.seconds,
+                                 e.precision});
           break;
         case tuner::PolicyEvent::Kind::kPhaseChange: {
           PhaseChangeEvent pc;

@@ -1,5 +1,6 @@
 #include "sinks/autotune_log.h"
 
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 
@@ -14,6 +15,7 @@ std::string AutotuneLogSink::Header() {
   }
   h += "score,sample,phase,timestamp";
   for (const KnobSpec& spec : KnobTable()) h += "," + std::string(spec.name);
+  h += ",sample_steps,sample_seconds,sample_precision";
   return h;
 }
 
@@ -43,6 +45,10 @@ void AutotuneLogSink::OnAutotuneSample(const AutotuneSampleEvent& e) {
   for (const KnobSpec& spec : KnobTable()) {
     out_ << ',' << e.values.FormatValue(spec.id);
   }
+  // An empty precision: a sample of one step has none.
+  out_ << ',' << e.steps << ',' << std::fixed << std::setprecision(6)
+       << e.seconds << std::defaultfloat << ',';
+  if (std::isfinite(e.precision)) out_ << e.precision;
   out_ << '\n';
   out_.flush();
 }

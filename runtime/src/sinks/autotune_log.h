@@ -1,6 +1,7 @@
 // HOROVOD_AUTOTUNE_LOG: one CSV row per autotune sample (rank 0). Columns
 // come from the knob table: Horovod's columns (the knobs that declare one),
-// score, sample, phase, timestamp, then every knob by its table name.
+// score, sample, phase, timestamp, then every knob by its table name, then
+// what the sample cost: sample_steps, sample_seconds, sample_precision.
 #pragma once
 
 #include <fstream>

@@ -9,9 +9,12 @@
 // measuring nothing) under the configuration in force. The caller polls
 // TakeConfig() once per cycle.
 //
-// One sample is the median of `steps_per_sample` step scores (bytes per
-// second). Samples are numbered 1, 2, 3 ... over the whole run, and each
-// emits a kSample event. The lifecycle:
+// One sample is the median of its step scores (bytes per second): at least
+// `steps_per_sample` steps, then, with `sample_precision` > 0, more steps
+// until the score is precise enough or a cap is reached
+// (AutotunePolicySettings::sample_precision). Samples are numbered 1, 2, 3 ...
+// over the whole run, and each emits a kSample event with its step count and
+// seconds. The lifecycle:
 //  - warm-up: `warmup_samples` samples under the initial configuration (0
 //    behaves as 1: the initial configuration's score is needed); the last
 //    one is the initial score.
@@ -79,8 +82,21 @@ struct AutotunePolicySettings {
   /// Samples scored under the initial configuration before exploring; the
   /// last one is the initial configuration's score.
   int warmup_samples = 3;
-  /// Steps per sample; a sample's score is the median of its steps' scores.
+  /// Steps per sample (the least, with `sample_precision` > 0); a sample's
+  /// score is the median of its steps' scores.
   int steps_per_sample = 10;
+  /// Noise-adaptive sample length: after `steps_per_sample` steps a sample
+  /// takes more until the 95% confidence half-width of its median log step
+  /// score is at most ln(1 + this) (the spread of the steps' log scores
+  /// taken as 1.4826 x their median absolute deviation, so that a rare slow
+  /// step does not widen it), or until a cap below is reached. 0: every
+  /// sample is exactly `steps_per_sample` steps.
+  double sample_precision = 0.1;
+  /// Caps of an adaptive sample: it closes once its steps took this many
+  /// seconds (0: no time cap) or once it has this many steps (0: 10 x
+  /// `steps_per_sample`), whichever comes first, however imprecise.
+  double max_sample_seconds = 3.0;
+  int max_steps_per_sample = 0;
   /// Samples of one exploration round (re-tuning rounds: half, at least 4).
   int max_samples = 20;
   /// Horovod's HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE; the GP noise floor
@@ -115,6 +131,12 @@ struct AutotunePolicySettings {
   /// its budget (ShouldStop()); `max_evaluations` counts priors too.
   BayesOptSettings optimizer = DefaultPolicyOptimizerSettings();
 };
+
+/// The 95% confidence half-width, in log units, of the median of the log
+/// step scores `logs`: t(0.975, n - 1) x 1.2533 x 1.4826 x MAD / sqrt(n)
+/// (the median's standard error under normal noise). Infinite for fewer
+/// than 2 steps.
+double MedianLogHalfWidth(const std::vector<double>& logs);
 
 /// A scored configuration known before this run (from a store).
 struct PriorSample {
@@ -164,6 +186,12 @@ struct PolicyEvent {
   double score = 0;
   /// `now` of the step that finished the sample / caused the change.
   double time = 0;
+  /// kSample: the steps scored, the seconds they took (their sum), and the
+  /// 95% confidence half-width of the score as a relative figure (NaN for
+  /// a sample of one step).
+  int steps = 0;
+  double seconds = 0;
+  double precision = 0;
   /// kError: what failed (the policy is off afterwards: a kPhaseChange to
   /// kOff follows, and no more configurations come).
   std::string message;
