@@ -202,12 +202,14 @@ constexpr SettingSpec kSettings[] = {
      "throughput), or a cap below is reached. 0: every sample is exactly "
      "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE steps."},
     {"Autotuning", "HVDTUNE_AUTOTUNE_MAX_SAMPLE_SECONDS", "3", "0 – 1e6",
-     "A sample closes once its steps took this many seconds, however "
-     "imprecise; 0 = no time cap."},
+     "A sample of at least HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE steps closes "
+     "once its steps took this many seconds, however imprecise; 0 = no time "
+     "cap."},
     {"Autotuning", "HVDTUNE_AUTOTUNE_MAX_STEPS_PER_SAMPLE",
      "0 (10 x HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE)",
      "0, or HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE – 1000000",
-     "A sample closes at this many steps, however imprecise."},
+     "A sample closes at this many steps, however imprecise (at least "
+     "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE)."},
     {"Autotuning", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "20", "1 – 10000",
      "Samples in the exploration budget (the initial configuration counts as "
      "the first)."},

@@ -87,6 +87,12 @@ TEST(AutotunePolicySampleTest, NoiseFreeStepsCloseAtStepsPerSample) {
     EXPECT_EQ(e.precision, 0);
     EXPECT_DOUBLE_EQ(e.score, kBytesPerSecond);
   }
+  // One step has no spread: with steps_per_sample 1 a sample takes two.
+  AutotunePolicySettings single = s;
+  single.steps_per_sample = 1;
+  for (const PolicyEvent& e : Samples(single, 5, [](auto&) { return 1.0; })) {
+    EXPECT_EQ(e.steps, 2);
+  }
   // A rare slow step does not widen the spread: the sample still closes.
   int step = 0;
   const auto stalled =

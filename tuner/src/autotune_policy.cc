@@ -223,9 +223,9 @@ void AutotunePolicy::OnStep(double bytes, double seconds, double now) {
                      [](double x) { return std::log(x); });
       const double half_width = MedianLogHalfWidth(logs);
       if (std::isfinite(half_width)) cost.precision = std::expm1(half_width);
-      const int max_steps = s.settings.max_steps_per_sample > 0
-                                ? s.settings.max_steps_per_sample
-                                : 10 * s.settings.steps_per_sample;
+      const long long max_steps = s.settings.max_steps_per_sample > 0
+                                      ? s.settings.max_steps_per_sample
+                                      : 10LL * s.settings.steps_per_sample;
       const bool capped =
           n >= max_steps || (s.settings.max_sample_seconds > 0 &&
                              s.step_seconds >= s.settings.max_sample_seconds);

@@ -92,9 +92,12 @@ struct AutotunePolicySettings {
   /// step does not widen it), or until a cap below is reached. 0: every
   /// sample is exactly `steps_per_sample` steps.
   double sample_precision = 0.1;
-  /// Caps of an adaptive sample: it closes once its steps took this many
-  /// seconds (0: no time cap) or once it has this many steps (0: 10 x
-  /// `steps_per_sample`), whichever comes first, however imprecise.
+  /// Caps of an adaptive sample: past `steps_per_sample` steps it closes
+  /// once its steps took this many seconds (0: no time cap) or once it has
+  /// this many steps (0: 10 x `steps_per_sample`), whichever comes first,
+  /// however imprecise. (A sample needs 2 steps for a spread: with
+  /// `steps_per_sample` 1 an adaptive sample takes at least 2 unless a cap
+  /// says otherwise.)
   double max_sample_seconds = 3.0;
   int max_steps_per_sample = 0;
   /// Samples of one exploration round (re-tuning rounds: half, at least 4).
