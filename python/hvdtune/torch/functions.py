@@ -148,7 +148,9 @@ def add_process_set(process_set):
     """Adds a process set (a ProcessSet or a list of ranks); every rank of
     the job calls it, in the same order. Its ranks build its runtime (which
     runs the job's configured knob values; the job's runtime alone is
-    autotuned). A set of every rank is the global set."""
+    autotuned). A set of every rank is the global set. Sets may be added
+    and removed after init() without HOROVOD_DYNAMIC_PROCESS_SETS (which
+    Horovod requires for that; here it is accepted and changes nothing)."""
     if not isinstance(process_set, ProcessSet):
         process_set = ProcessSet(process_set)
     n = hvdtune.size()
