@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mpi_test_util.h"
+#include "test_env.h"
 
 namespace hvdtune {
 namespace {
@@ -258,6 +259,59 @@ INSTANTIATE_TEST_SUITE_P(DtypesOps, ReducescatterTest,
                          ::testing::Combine(::testing::ValuesIn(kDtypes),
                                             ::testing::ValuesIn(kOps)),
                          RsName);
+
+// With a pipeline chunk far smaller than the tensors (not a multiple of an
+// element times the ranks) a reducescatter runs in many pieces, fused and
+// alone, into the handle's buffer and into the caller's: every element as
+// in one call.
+TEST(Reducescatter, InPiecesOfThePipelineChunk) {
+  Runtime rt(RuntimeOptions{MapEnv({{"HVDTUNE_PIPELINE_CHUNK_BYTES", "100"}})});
+  constexpr std::int64_t kCols = 5;
+  const std::int64_t row_counts[] = {0, 1, 3, 4, 7, 1001};
+  for (const DataType dtype : {DataType::kFloat32, DataType::kInt32}) {
+    for (const ReduceOp op : kOps) {
+      SCOPED_TRACE(std::string(DataTypeName(dtype)) + " " +
+                   std::string(ReduceOpName(op)));
+      const std::string prefix = "rs.pieces." +
+                                 std::string(DataTypeName(dtype)) + "." +
+                                 std::string(ReduceOpName(op)) + ".";
+      std::vector<std::vector<std::uint8_t>> in;
+      std::vector<Handle> handles;
+      for (std::int64_t rows : row_counts) {
+        in.emplace_back(static_cast<std::size_t>(rows * kCols) *
+                        DataTypeSize(dtype));
+        FillInput(dtype, in.back().data(), rows * kCols, rt.rank(), op);
+        const std::int64_t shape[] = {rows, kCols};
+        handles.push_back(rt.Reducescatter(prefix + std::to_string(rows),
+                                           in.back().data(), shape, dtype, op));
+      }
+      for (std::size_t i = 0; i < handles.size(); ++i) {
+        ASSERT_TRUE(handles[i].Wait().ok());
+        SCOPED_TRACE("fused, rows " + std::to_string(row_counts[i]));
+        EXPECT_EQ(
+            CountWrongShare(dtype, op, rt, row_counts[i], kCols, handles[i], 0),
+            0);
+      }
+      // The largest alone, into the handle's buffer and into the caller's.
+      const std::int64_t shape[] = {1001, kCols};
+      Handle alone = rt.Reducescatter(prefix + "alone", in.back().data(), shape,
+                                      dtype, op);
+      ASSERT_TRUE(alone.Wait().ok());
+      EXPECT_EQ(CountWrongShare(dtype, op, rt, 1001, kCols, alone, 0), 0);
+      const std::size_t mine = static_cast<std::size_t>(
+          ShareOf(1001, rt.size(), rt.rank()) * kCols * 4);
+      std::vector<std::uint8_t> out(mine + 1, 0xAB);
+      ASSERT_TRUE(rt.Reducescatter(prefix + "caller", in.back().data(), shape,
+                                   dtype, op, out.data())
+                      .Wait()
+                      .ok());
+      EXPECT_EQ(out.back(), 0xAB) << "wrote past this rank's rows";
+      out.pop_back();
+      EXPECT_EQ(out, alone.output());
+    }
+  }
+  rt.Shutdown();
+}
 
 // Into a buffer of the caller's: the same rows, Handle::output() empty;
 // fused with a handle-output one.

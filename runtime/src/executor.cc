@@ -1,5 +1,6 @@
 #include "executor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 
@@ -66,7 +67,7 @@ ExecutionTotals Executor::Run(const std::vector<Response>& ready,
     } else if (r.type == CollectiveType::kReducescatter) {
       group.clear();
       for (std::size_t i : g.members) group.push_back(entries[i]);
-      Reducescatter(group, listener, totals);
+      Reducescatter(group, knobs.pipeline_chunk_bytes(), listener, totals);
     } else {
       group.clear();
       for (std::size_t i : g.members) group.push_back(entries[i]);
@@ -267,6 +268,7 @@ std::int64_t ShareOf(std::int64_t rows, int size, int r) {
 }  // namespace
 
 void Executor::Reducescatter(const std::vector<TensorEntry*>& group,
+                             std::int64_t chunk_bytes,
                              ExecutionListener& listener,
                              ExecutionTotals& totals) {
   const Request& head = group.front()->request;
@@ -307,12 +309,28 @@ void Executor::Reducescatter(const std::vector<TensorEntry*>& group,
                        .bytes.data();
     };
     void* out = result(group.front());
-    if (group.size() > 1) {
-      // Block r: rank r's rows of each member in turn.
-      scatter_in_.resize(static_cast<std::size_t>(total * esize));
-      scatter_out_.resize(static_cast<std::size_t>(
-          counts[static_cast<std::size_t>(rank)] * esize));
-      std::uint8_t* dst = scatter_in_.data();
+    const ReduceOp wire = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+    const std::int64_t mine = counts[static_cast<std::size_t>(rank)];
+    // Elements of each rank's block per backend call: a whole buffer in
+    // pieces of about chunk_bytes (a large reduce-scatter in one call runs
+    // at half the speed of one in pieces here), else all of it.
+    const std::int64_t longest =
+        *std::max_element(counts.begin(), counts.end());
+    std::int64_t piece = longest;
+    if (chunk_bytes > 0 && total * esize > chunk_bytes && !head.device) {
+      piece = std::max<std::int64_t>(1, chunk_bytes / esize / size);
+    }
+    const bool pack = group.size() > 1 || piece < longest;
+    if (!pack) {
+      reduce_start = RuntimeClock();
+      s = b.Reducescatter(in, out, counts, dtype, wire);
+      reduce_end = RuntimeClock();
+    } else {
+      // Block r is rank r's rows of each member in turn; call k takes piece
+      // k of every block, so its input is [piece k of block 0][piece k of
+      // block 1]... and its output piece k of this rank's block.
+      std::vector<std::vector<std::pair<const std::uint8_t*, std::int64_t>>>
+          blocks(static_cast<std::size_t>(size));
       std::vector<std::int64_t> offset(group.size(), 0);  // bytes
       for (int r = 0; r < size; ++r) {
         for (std::size_t t = 0; t < group.size(); ++t) {
@@ -322,25 +340,52 @@ void Executor::Reducescatter(const std::vector<TensorEntry*>& group,
               rows == 0 ? 0
                         : ShareOf(rows, size, r) * RowElements(q.shape) * esize;
           if (n > 0) {
-            std::memcpy(
-                dst,
+            blocks[static_cast<std::size_t>(r)].emplace_back(
                 static_cast<const std::uint8_t*>(group[t]->input) + offset[t],
-                static_cast<std::size_t>(n));
+                n);
           }
-          dst += n;
           offset[t] += n;
         }
       }
-      in = scatter_in_.data();
+      scatter_in_.resize(static_cast<std::size_t>(total * esize));
+      scatter_out_.resize(static_cast<std::size_t>(mine * esize));
+      std::vector<std::size_t> seg(static_cast<std::size_t>(size), 0);
+      std::vector<std::int64_t> used(static_cast<std::size_t>(size), 0);
+      std::uint8_t* dst = scatter_in_.data();
+      std::vector<std::int64_t> call_counts(static_cast<std::size_t>(size));
+      reduce_start = RuntimeClock();
+      double busy = 0;
+      for (std::int64_t first = 0; first < longest && s.ok(); first += piece) {
+        std::uint8_t* call_in = dst;
+        for (int r = 0; r < size; ++r) {
+          const auto ri = static_cast<std::size_t>(r);
+          const std::int64_t n =
+              std::clamp<std::int64_t>(counts[ri] - first, 0, piece);
+          call_counts[ri] = n;
+          // Copy the next n elements of block r.
+          for (std::int64_t left = n * esize; left > 0;) {
+            const auto& [src, len] = blocks[ri][seg[ri]];
+            const std::int64_t take = std::min(left, len - used[ri]);
+            std::memcpy(dst, src + used[ri], static_cast<std::size_t>(take));
+            dst += take;
+            left -= take;
+            used[ri] += take;
+            if (used[ri] == len) {
+              ++seg[ri];
+              used[ri] = 0;
+            }
+          }
+        }
+        const double t0 = RuntimeClock();
+        s = b.Reducescatter(call_in, scatter_out_.data() + first * esize,
+                            call_counts, dtype, wire);
+        busy += RuntimeClock() - t0;
+      }
+      reduce_end = reduce_start + busy;
       out = scatter_out_.data();
     }
-    const ReduceOp wire = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
-    reduce_start = RuntimeClock();
-    s = b.Reducescatter(in, out, counts, dtype, wire);
-    reduce_end = RuntimeClock();
-    const std::int64_t mine = counts[static_cast<std::size_t>(rank)];
     if (s.ok() && op == ReduceOp::kAverage) DivideBy(out, mine, dtype, size);
-    if (s.ok() && group.size() > 1) {
+    if (s.ok() && pack) {
       const std::uint8_t* src = scatter_out_.data();
       for (TensorEntry* e : group) {
         const Request& q = e->request;

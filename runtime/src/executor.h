@@ -70,9 +70,12 @@ class Executor {
                  const KnobSettings& knobs, ExecutionListener& listener,
                  ExecutionTotals& totals);
   /// Fused like allreduce: rank r's rows of every member, member after
-  /// member, form block r of one backend reducescatter.
+  /// member, form block r of one backend reducescatter, which runs in
+  /// pieces of about `chunk_bytes` (pipeline_chunk_bytes; 0 = one piece)
+  /// when the whole input is larger.
   void Reducescatter(const std::vector<TensorEntry*>& group,
-                     ExecutionListener& listener, ExecutionTotals& totals);
+                     std::int64_t chunk_bytes, ExecutionListener& listener,
+                     ExecutionTotals& totals);
   void Alltoall(TensorEntry& e, const Response& resp,
                 ExecutionListener& listener, ExecutionTotals& totals);
   AlgorithmContext Context(const KnobSettings& knobs) const {

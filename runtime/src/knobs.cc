@@ -159,7 +159,9 @@ std::array<KnobSpec, kNumKnobs> BuildTable() {
        .unit = "bytes",
        .description =
            "Allreduces (fused or not) run in chunks of this size: copy in, "
-           "reduce and copy out chunk by chunk while it is in cache; 0 = one "
+           "reduce and copy out chunk by chunk while it is in cache; a "
+           "reducescatter larger than this runs as one backend reducescatter "
+           "per piece of about this size (of every rank's block); 0 = one "
            "piece."},
       {.id = KnobId::kHierarchicalChunkBytes,
        .name = "hierarchical_chunk_bytes",
