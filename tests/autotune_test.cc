@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "hvdtune/services.h"
 #include "hvdtune/status.h"
 #include "sinks/autotune_log.h"
+#include "sinks/stderr_log.h"
 #include "test_env.h"
 
 namespace hvdtune::internal {
@@ -357,6 +359,42 @@ TEST(GpAutotuner, SustainedDropReopensTuning) {
     announced |= p.to == AutotunePhase::kRetuning;
   }
   EXPECT_TRUE(announced);
+}
+
+}  // namespace
+}  // namespace hvdtune::internal
+
+namespace hvdtune::internal {
+namespace {
+
+std::string PhaseLine(const PhaseChangeEvent& e) {
+  std::ostringstream captured;
+  std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
+  StderrLogSink().OnPhaseChange(e);
+  std::cerr.rdbuf(old);
+  return captured.str();
+}
+
+TEST(StderrLogSink, FrozenLineComparesWithTheInitialScoreOnlyWhenMeasured) {
+  PhaseChangeEvent e;
+  e.from = AutotunePhase::kExploring;
+  e.to = AutotunePhase::kFrozen;
+  e.samples = 20;
+  e.score = 2e9;
+  e.reference_score = 1e9;
+  const std::string tuned = PhaseLine(e);
+  EXPECT_NE(tuned.find("frozen after 20 samples"), std::string::npos) << tuned;
+  EXPECT_NE(tuned.find("(initial 1.000 GB/s, +100.0%)"), std::string::npos)
+      << tuned;
+  // Applied from the store: no initial score to compare with.
+  e.from = AutotunePhase::kWarmup;
+  e.samples = 0;
+  e.reference_score = 0;
+  const std::string stored = PhaseLine(e);
+  EXPECT_EQ(stored.find("initial 0"), std::string::npos) << stored;
+  EXPECT_NE(stored.find("the initial configuration was not measured"),
+            std::string::npos)
+      << stored;
 }
 
 }  // namespace

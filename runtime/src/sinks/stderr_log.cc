@@ -30,9 +30,15 @@ void StderrLogSink::OnPhaseChange(const PhaseChangeEvent& e) {
     const double gain =
         e.reference_score > 0 ? (e.score / e.reference_score - 1) * 100 : 0;
     os << "frozen after " << e.samples << " samples: " << e.values.ToString()
-       << " at " << Gbps(e.score) << " (initial " << Gbps(e.reference_score)
-       << ", " << std::showpos << std::fixed << std::setprecision(1) << gain
-       << std::noshowpos << "%)";
+       << " at " << Gbps(e.score);
+    if (e.reference_score > 0) {
+      os << " (initial " << Gbps(e.reference_score) << ", " << std::showpos
+         << std::fixed << std::setprecision(1) << gain << std::noshowpos
+         << "%)";
+    } else {
+      // Applied from the store: the initial configuration never ran.
+      os << " (the initial configuration was not measured)";
+    }
   } else if (e.to == AutotunePhase::kRetuning) {
     os << "score fell to " << Gbps(e.score)
        << "; re-tuning around the incumbent";
