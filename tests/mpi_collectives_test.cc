@@ -223,29 +223,43 @@ class ReducescatterTest
 
 // Row counts below, at and above the rank count, not divisible by it, and
 // none; all enqueued at once so that they fuse.
+constexpr std::int64_t kRsCols = 5;
+constexpr std::int64_t kRowCounts[] = {0, 1, 3, 4, 7, 1001};
+
+// One reducescatter of kRowCounts[i] x kRsCols per count, named prefix + rows,
+// all enqueued before any is waited for; `in` keeps the inputs alive.
+std::vector<Handle> EnqueueReducescatters(
+    Runtime& rt, const std::string& prefix, DataType dtype, ReduceOp op,
+    std::vector<std::vector<std::uint8_t>>* in) {
+  std::vector<Handle> handles;
+  for (std::int64_t rows : kRowCounts) {
+    in->emplace_back(static_cast<std::size_t>(rows * kRsCols) *
+                     DataTypeSize(dtype));
+    FillInput(dtype, in->back().data(), rows * kRsCols, rt.rank(), op);
+    const std::int64_t shape[] = {rows, kRsCols};
+    handles.push_back(rt.Reducescatter(prefix + std::to_string(rows),
+                                       in->back().data(), shape, dtype, op));
+  }
+  return handles;
+}
+
 TEST_P(ReducescatterTest, EachRankGetsItsRowsOfTheReduction) {
   const auto [dtype, op] = GetParam();
   Runtime& rt = SharedRuntime();
-  constexpr std::int64_t kCols = 5;
-  const std::int64_t row_counts[] = {0, 1, 3, 4, 7, 1001};
+  const std::int64_t* row_counts = kRowCounts;
   std::vector<std::vector<std::uint8_t>> in;
-  std::vector<Handle> handles;
-  for (std::int64_t rows : row_counts) {
-    in.emplace_back(static_cast<std::size_t>(rows * kCols) *
-                    DataTypeSize(dtype));
-    FillInput(dtype, in.back().data(), rows * kCols, rt.rank(), op);
-    const std::int64_t shape[] = {rows, kCols};
-    handles.push_back(rt.Reducescatter(
-        "rs." + std::string(DataTypeName(dtype)) + "." +
-            std::string(ReduceOpName(op)) + "." + std::to_string(rows),
-        in.back().data(), shape, dtype, op));
-  }
+  const std::vector<Handle> handles =
+      EnqueueReducescatters(rt,
+                            "rs." + std::string(DataTypeName(dtype)) + "." +
+                                std::string(ReduceOpName(op)) + ".",
+                            dtype, op, &in);
   for (std::size_t i = 0; i < handles.size(); ++i) {
     const Status s = handles[i].Wait();
     ASSERT_TRUE(s.ok()) << s.ToString();
     SCOPED_TRACE("rows " + std::to_string(row_counts[i]));
     EXPECT_EQ(
-        CountWrongShare(dtype, op, rt, row_counts[i], kCols, handles[i], 0), 0);
+        CountWrongShare(dtype, op, rt, row_counts[i], kRsCols, handles[i], 0),
+        0);
   }
 }
 
@@ -266,8 +280,7 @@ INSTANTIATE_TEST_SUITE_P(DtypesOps, ReducescatterTest,
 // in one call.
 TEST(Reducescatter, InPiecesOfThePipelineChunk) {
   Runtime rt(RuntimeOptions{MapEnv({{"HVDTUNE_PIPELINE_CHUNK_BYTES", "100"}})});
-  constexpr std::int64_t kCols = 5;
-  const std::int64_t row_counts[] = {0, 1, 3, 4, 7, 1001};
+  const std::int64_t* row_counts = kRowCounts;
   for (const DataType dtype : {DataType::kFloat32, DataType::kInt32}) {
     for (const ReduceOp op : kOps) {
       SCOPED_TRACE(std::string(DataTypeName(dtype)) + " " +
@@ -276,30 +289,23 @@ TEST(Reducescatter, InPiecesOfThePipelineChunk) {
                                  std::string(DataTypeName(dtype)) + "." +
                                  std::string(ReduceOpName(op)) + ".";
       std::vector<std::vector<std::uint8_t>> in;
-      std::vector<Handle> handles;
-      for (std::int64_t rows : row_counts) {
-        in.emplace_back(static_cast<std::size_t>(rows * kCols) *
-                        DataTypeSize(dtype));
-        FillInput(dtype, in.back().data(), rows * kCols, rt.rank(), op);
-        const std::int64_t shape[] = {rows, kCols};
-        handles.push_back(rt.Reducescatter(prefix + std::to_string(rows),
-                                           in.back().data(), shape, dtype, op));
-      }
+      const std::vector<Handle> handles =
+          EnqueueReducescatters(rt, prefix, dtype, op, &in);
       for (std::size_t i = 0; i < handles.size(); ++i) {
         ASSERT_TRUE(handles[i].Wait().ok());
         SCOPED_TRACE("fused, rows " + std::to_string(row_counts[i]));
-        EXPECT_EQ(
-            CountWrongShare(dtype, op, rt, row_counts[i], kCols, handles[i], 0),
-            0);
+        EXPECT_EQ(CountWrongShare(dtype, op, rt, row_counts[i], kRsCols,
+                                  handles[i], 0),
+                  0);
       }
       // The largest alone, into the handle's buffer and into the caller's.
-      const std::int64_t shape[] = {1001, kCols};
+      const std::int64_t shape[] = {1001, kRsCols};
       Handle alone = rt.Reducescatter(prefix + "alone", in.back().data(), shape,
                                       dtype, op);
       ASSERT_TRUE(alone.Wait().ok());
-      EXPECT_EQ(CountWrongShare(dtype, op, rt, 1001, kCols, alone, 0), 0);
+      EXPECT_EQ(CountWrongShare(dtype, op, rt, 1001, kRsCols, alone, 0), 0);
       const std::size_t mine = static_cast<std::size_t>(
-          ShareOf(1001, rt.size(), rt.rank()) * kCols * 4);
+          ShareOf(1001, rt.size(), rt.rank()) * kRsCols * 4);
       std::vector<std::uint8_t> out(mine + 1, 0xAB);
       ASSERT_TRUE(rt.Reducescatter(prefix + "caller", in.back().data(), shape,
                                    dtype, op, out.data())
