@@ -105,6 +105,9 @@ TEST(KnobParsing, BadValuesNameVariableValueAndWhatIsAllowed) {
       {"HOROVOD_CACHE_CAPACITY", "-1", "an integer from 0"},
       {"HVDTUNE_ALLREDUCE_ALGORITHM", "butterfly", "one of: native"},
       {"HVDTUNE_RANKS_PER_NODE", "0", "an integer from 1"},
+      {"HVDTUNE_CYCLE_THREAD_SLICE_US", "50", "100 - 100000"},
+      {"HVDTUNE_CYCLE_THREAD_SLICE_US", "-1", "an integer from 0"},
+      {"HVDTUNE_CYCLE_THREAD_SLICE_US", "200000", "an integer from 0"},
   };
   for (const Case& c : cases) {
     const std::string msg = ConfigErrorOf({{c.var, c.value}});

@@ -1,9 +1,11 @@
 // Runtime behaviour under several ranks: topology, fusion, the
 // response cache, knob updates, errors, shutdown and re-initialisation.
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -12,6 +14,7 @@
 #include "hvdtune/c_api.h"
 #include "mpi_test_util.h"
 #include "test_env.h"
+#include "thread_scheduling.h"
 
 namespace hvdtune {
 namespace {
@@ -37,6 +40,65 @@ TEST(RuntimeTopology, RanksPerNodeOverrideEmulatesNodes) {
   EXPECT_EQ(rt.cross_size(), rt.local_rank() == 0 ? (size + 1) / 2 : size / 2);
   std::vector<std::vector<float>> outs;
   RunSet(rt, "rpn", 5, Iota(5), &outs);
+}
+
+// The slices of this process's threads named hvdtune-cycle, in us.
+std::vector<std::int64_t> CycleThreadSlices() {
+  std::vector<std::int64_t> slices;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return slices;
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string name;
+    std::getline(f, name);
+    if (name == "hvdtune-cycle") {
+      slices.push_back(
+          internal::SchedulerSliceMicroseconds(std::atoi(e->d_name)));
+    }
+  }
+  closedir(d);
+  return slices;
+}
+
+// Whether this kernel keeps a slice a thread asks for (Linux 6.12+).
+bool KernelHonoursSlices() {
+  std::int64_t got = -1;
+  std::thread([&] {
+    if (internal::RequestSchedulerSlice(400).empty()) {
+      got = internal::SchedulerSliceMicroseconds();
+    }
+  }).join();
+  return got == 400;
+}
+
+TEST(RuntimeThreads, CycleThreadIsNamedAndAsksForItsSlice) {
+  const auto count = [](std::int64_t us) {
+    const auto s = CycleThreadSlices();
+    return std::count(s.begin(), s.end(), us);
+  };
+  const bool honoured = KernelHonoursSlices();
+  const std::int64_t before = count(250);
+  {
+    Runtime rt(
+        RuntimeOptions{MapEnv({{"HVDTUNE_CYCLE_THREAD_SLICE_US", "250"}})});
+    // The thread asks as it starts: give it a moment.
+    for (int i = 0; honoured && i < 200 && count(250) == before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_GE(CycleThreadSlices().size(), 1u)
+        << "no thread named hvdtune-cycle";
+    if (honoured) {
+      EXPECT_EQ(count(250), before + 1);
+    }
+    std::vector<std::vector<float>> outs;
+    RunSet(rt, "slice", 3, Iota(3), &outs);
+  }
+  EXPECT_EQ(count(250), before) << "the thread ended with its runtime";
+  if (!honoured) {
+    GTEST_SKIP() << "this kernel keeps its own slice (Linux 6.12 or later "
+                    "honours a requested one); only the name was checked";
+  }
 }
 
 TEST(RuntimeErrors, MismatchedShapeFailsOnEveryRankAndOthersGoOn) {

@@ -141,6 +141,15 @@ RuntimeConfig ParseConfig(const EnvLookup& env) {
   IfSet(env, "HVDTUNE_FUSION_LOOKAHEAD", [&](auto var, auto v) {
     s.fusion_lookahead = ParseBoolSetting(var, v);
   });
+  IfSet(env, "HVDTUNE_CYCLE_THREAD_SLICE_US", [&](auto var, auto v) {
+    const int us = Int(var, v, 0, 100000);
+    if (us != 0 && us < 100) {
+      throw ConfigError(std::string(var) + "='" + std::string(v) +
+                        "': expected 0 (the kernel's slice) or 100 - 100000 "
+                        "microseconds (the kernel's range)");
+    }
+    s.cycle_thread_slice_us = us;
+  });
   IfSet(env, "HOROVOD_STALL_CHECK_TIME_SECONDS", [&](auto var, auto v) {
     s.stall_check_seconds = ParseFloatSetting(var, v, 0.0, 1e9, false);
   });
@@ -170,6 +179,13 @@ constexpr SettingSpec kSettings[] = {
      "1: each dtype/op fuses in its own buffer (fp16 and fp32 tensors ready "
      "in one cycle do not break each other's fusion); 0: a dtype change "
      "closes the buffer (for comparison)."},
+    {"Runtime", "HVDTUNE_CYCLE_THREAD_SLICE_US", "100", "0, 100 – 100000",
+     "Scheduler time slice the cycle thread (named hvdtune-cycle) asks the "
+     "kernel for, in microseconds. Linux 6.12 and later honour it: a woken "
+     "cycle thread then preempts a training thread on its core instead of "
+     "waiting out that thread's slice, which keeps negotiation rounds and "
+     "ring steps short where ranks share cores. 0 = the kernel's slice; "
+     "older kernels ignore it."},
     {"Runtime", "HOROVOD_STALL_CHECK_TIME_SECONDS", "60", "0 – 1e9",
      "Rank 0 warns, every this many seconds, about each tensor that some "
      "ranks submitted and others did not, naming the tensor and the missing "

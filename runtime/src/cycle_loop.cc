@@ -9,6 +9,7 @@
 
 #include "reduce.h"
 #include "runtime_impl.h"
+#include "thread_scheduling.h"
 
 namespace hvdtune::internal {
 
@@ -19,6 +20,15 @@ void RuntimeImpl::Loop() {
   // each one to the slack.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
 #endif
+  NameThisThread("hvdtune-cycle");
+  if (const int us = config_.settings.cycle_thread_slice_us; us > 0) {
+    const std::string why = RequestSchedulerSlice(us);
+    if (!why.empty() && mpi_.rank == 0) {
+      std::cerr << "[hvdtune] the cycle thread keeps the kernel's time slice "
+                   "(HVDTUNE_CYCLE_THREAD_SLICE_US="
+                << us << " not applied: " << why << ")" << std::endl;
+    }
+  }
   bool stop = false;
   while (!stop) {
     const auto start = std::chrono::steady_clock::now();

@@ -74,6 +74,10 @@ struct RuntimeSettings {
   /// or close the buffer whenever the dtype changes (false, for
   /// comparison).
   bool fusion_lookahead = true;
+  /// HVDTUNE_CYCLE_THREAD_SLICE_US: the scheduler time slice the cycle
+  /// thread asks for, in microseconds (Linux 6.12 and later honour it), so
+  /// that it preempts a training thread when it wakes; 0 = the kernel's.
+  int cycle_thread_slice_us = 100;
   /// HOROVOD_STALL_CHECK_TIME_SECONDS: rank 0 warns about tensors that some
   /// ranks submitted and others did not for this long (0 = no check).
   double stall_check_seconds = 60;

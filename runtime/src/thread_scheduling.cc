@@ -1,0 +1,84 @@
+#include "thread_scheduling.h"
+
+#include <cerrno>
+#include <cstring>
+
+#ifdef __linux__
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace hvdtune::internal {
+namespace {
+
+#ifdef __linux__
+// The kernel's struct sched_attr (include/uapi/linux/sched/types.h), first
+// published size; glibc 2.36 has no wrapper.
+struct SchedAttr {
+  std::uint32_t size;
+  std::uint32_t sched_policy;
+  std::uint64_t sched_flags;
+  std::int32_t sched_nice;
+  std::uint32_t sched_priority;
+  std::uint64_t sched_runtime;
+  std::uint64_t sched_deadline;
+  std::uint64_t sched_period;
+};
+
+bool GetAttr(int tid, SchedAttr* a) {
+  *a = {};
+  return syscall(SYS_sched_getattr, tid, a, sizeof *a, 0u) == 0;
+}
+#endif
+
+}  // namespace
+
+void NameThisThread(const char* name) {
+#ifdef __linux__
+  char buf[16] = {};
+  std::strncpy(buf, name, sizeof buf - 1);
+  pthread_setname_np(pthread_self(), buf);
+#else
+  (void)name;
+#endif
+}
+
+std::string RequestSchedulerSlice(std::int64_t microseconds) {
+#ifdef __linux__
+  SchedAttr a;
+  if (!GetAttr(0, &a)) {
+    return std::string("sched_getattr: ") + std::strerror(errno);
+  }
+  if (a.sched_policy != SCHED_OTHER && a.sched_policy != SCHED_BATCH) {
+    return "";  // real-time, deadline or idle: not ours to change
+  }
+  // Same policy and nice value; the slice is the only change.
+  a.size = sizeof a;
+  a.sched_flags = 0;
+  a.sched_runtime = static_cast<std::uint64_t>(microseconds) * 1000u;
+  a.sched_deadline = 0;
+  a.sched_period = 0;
+  if (syscall(SYS_sched_setattr, 0, &a, 0u) != 0) {
+    return std::string("sched_setattr: ") + std::strerror(errno);
+  }
+  return "";
+#else
+  (void)microseconds;
+  return "not supported on this system";
+#endif
+}
+
+std::int64_t SchedulerSliceMicroseconds(int tid) {
+#ifdef __linux__
+  SchedAttr a;
+  if (!GetAttr(tid, &a) || a.sched_runtime == 0) return -1;
+  return static_cast<std::int64_t>(a.sched_runtime / 1000u);
+#else
+  (void)tid;
+  return -1;
+#endif
+}
+
+}  // namespace hvdtune::internal

@@ -1,0 +1,35 @@
+// How the cycle thread asks the kernel to schedule it.
+//
+// The cycle thread does little work but sits on every collective's critical
+// path: each negotiation round and each step of a ring waits until the
+// thread runs again. Where ranks share cores with the training threads
+// (more ranks than cores, or an application's own thread pool on every
+// core), a woken cycle thread otherwise waits out the running thread's
+// time slice (a few milliseconds) before it may run: measured on 2 nodes x
+// 2 ranks on 2 cores, a negotiation round took 8-15 ms that way against
+// 0.1 ms on idle cores. Linux 6.12 and later let a SCHED_OTHER thread ask
+// for a shorter slice (sched_setattr's sched_runtime), and a woken thread
+// with a shorter slice than the running one preempts it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hvdtune::internal {
+
+/// Names the calling thread (shown by top -H, ps -L and debuggers; at most
+/// 15 characters are kept).
+void NameThisThread(const char* name);
+
+/// Asks for a scheduler time slice of `microseconds` (100 - 100,000: the
+/// kernel's range) for the calling thread, keeping its policy and nice
+/// value. Leaves real-time and deadline threads alone. Returns an empty
+/// string on success, else why not (the system call's error). A kernel
+/// before 6.12 accepts the request and keeps its own slice.
+std::string RequestSchedulerSlice(std::int64_t microseconds);
+
+/// The time slice the kernel reports for the calling thread (`tid` 0) or
+/// thread `tid`, in microseconds; -1 where it reports none.
+std::int64_t SchedulerSliceMicroseconds(int tid = 0);
+
+}  // namespace hvdtune::internal

@@ -1,0 +1,54 @@
+// The cycle thread's name and scheduler slice (thread_scheduling.h).
+#include "thread_scheduling.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace hvdtune::internal {
+namespace {
+
+std::string CommOf(pid_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(f, name);
+  return name;
+}
+
+TEST(ThreadScheduling, NamesTheThreadCutToFifteenCharacters) {
+  std::string name;
+  std::thread([&] {
+    NameThisThread("hvdtune-a-long-thread-name");
+    name = CommOf(gettid());
+  }).join();
+  EXPECT_EQ(name, "hvdtune-a-long-");
+}
+
+TEST(ThreadScheduling, SliceRequestKeepsNiceAndIsReportedBack) {
+  std::string why;
+  int nice_after = 0;
+  std::int64_t slice = -2;
+  std::thread([&] {
+    // A raised nice value (allowed unprivileged) must survive the request.
+    ASSERT_EQ(setpriority(PRIO_PROCESS, gettid(), 7), 0);
+    why = RequestSchedulerSlice(300);
+    errno = 0;
+    nice_after = getpriority(PRIO_PROCESS, gettid());
+    slice = SchedulerSliceMicroseconds();
+  }).join();
+  ASSERT_EQ(why, "") << "sched_setattr refused";
+  EXPECT_EQ(nice_after, 7);
+  if (slice != 300) {
+    GTEST_SKIP() << "this kernel keeps its own slice (custom slices need "
+                    "Linux 6.12 or later): it reports "
+                 << slice << " us";
+  }
+  EXPECT_EQ(slice, 300);
+}
+
+}  // namespace
+}  // namespace hvdtune::internal
