@@ -7,6 +7,10 @@ HOROVOD_AUTOTUNE=1), as interleaved mpirun jobs on the same ranks:
     /usr/bin/python3 bench/peer_train.py --ranks 2,4 --rounds 3 \\
         --model mobilenet_v2 --image-size 32 --batch-size 16
 
+With --cluster the jobs run on the emulated cluster (tools/cluster.sh up
+NODES RANKS_PER_NODE --link PRESET first; HVDTUNE_CLUSTER names it), all
+its ranks, gloo's rendezvous on node 0's address inside the cluster.
+
 Every configuration runs once per round, rounds rotate the order, and the
 table reports each configuration's median img/s (all ranks together: ranks
 x batch x steps / the slowest rank's seconds). Each job warms up, then (the
@@ -156,22 +160,47 @@ def free_port():
         return s.getsockname()[1]
 
 
-AUTOTUNE_ENV = {
-    "HOROVOD_AUTOTUNE": "1",
-    "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
-    "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "3",
-    "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "8",
-    "HVDTUNE_AUTOTUNE_RETUNE_DROP": "0",
-    "HVDTUNE_AUTOTUNE_STORE": "off",
-}
+def autotune_env(samples):
+    return {
+        "HOROVOD_AUTOTUNE": "1",
+        "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
+        "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "3",
+        "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": str(samples),
+        "HVDTUNE_AUTOTUNE_RETUNE_DROP": "0",
+        "HVDTUNE_AUTOTUNE_STORE": "off",
+    }
 
 
-def configurations(bucket_sizes):
+def configurations(bucket_sizes, tune_samples):
     configs = [("hvdtune default", "hvdtune", None, {}),
-               ("hvdtune autotuned", "hvdtune", None, AUTOTUNE_ENV)]
+               ("hvdtune autotuned", "hvdtune", None,
+                autotune_env(tune_samples))]
     for mb in bucket_sizes:
         configs.append(("ddp bucket %g MB" % mb, "ddp", mb, {}))
     return configs
+
+
+def cluster_status():
+    """(ranks, node 0's address) of the emulated cluster that is up."""
+    out = subprocess.run([os.path.join(SOURCE, "tools", "cluster.sh"),
+                          "status"], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit("peer_train: --cluster: no emulated cluster is up "
+                 "(tools/cluster.sh up NODES RANKS_PER_NODE --link PRESET): "
+                 + out.stderr.strip())
+    nodes = per_node = 0
+    addr = None
+    for line in out.stdout.splitlines():
+        words = line.split()
+        if "nodes" in words and "x" in words:
+            nodes = int(words[words.index("nodes") - 1])
+            per_node = int(words[words.index("x") + 1])
+        if words and words[0] == "node0":
+            addr = words[1]
+    if not nodes or not addr:
+        sys.exit("peer_train: cannot read the cluster's layout from: "
+                 + out.stdout)
+    return nodes * per_node, addr
 
 
 def run_one(args, ranks, mode, bucket, extra_env):
@@ -182,8 +211,18 @@ def run_one(args, ranks, mode, bucket, extra_env):
     env["MASTER_PORT"] = str(free_port())
     build_python = os.path.join(args.build, "python")
     env["PYTHONPATH"] = build_python + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [
-        os.path.join(SOURCE, "tools", "mpirun.sh"), "-np", str(ranks),
+    launch = [os.path.join(SOURCE, "tools", "mpirun.sh"), "-np", str(ranks)]
+    if args.cluster:
+        ranks, env["MASTER_ADDR"] = cluster_status()
+        # Every node has eth0 on the cluster's subnet; forward what the
+        # workers need (cluster.sh forwards HOROVOD_*/HVDTUNE_* itself).
+        env["GLOO_SOCKET_IFNAME"] = "eth0"
+        env["HVDTUNE_CLUSTER_MPIRUN_ARGS"] = " ".join(
+            "-x " + v for v in ("MASTER_ADDR", "MASTER_PORT",
+                                "GLOO_SOCKET_IFNAME", "PYTHONPATH",
+                                "OMP_NUM_THREADS"))
+        launch = [os.path.join(SOURCE, "tools", "cluster.sh"), "run"]
+    cmd = launch + [
         sys.executable, os.path.abspath(__file__), "--worker", "--mode", mode,
         "--bucket-cap-mb", str(bucket or 25), "--model", args.model,
         "--image-size", str(args.image_size), "--batch-size",
@@ -201,9 +240,10 @@ def run_one(args, ranks, mode, bucket, extra_env):
 
 
 def driver(args):
-    ranks_list = [int(r) for r in args.ranks.split(",")]
+    ranks_list = ([cluster_status()[0]] if args.cluster else
+                  [int(r) for r in args.ranks.split(",")])
     buckets = [float(b) for b in args.bucket_sizes.split(",")]
-    configs = configurations(buckets)
+    configs = configurations(buckets, args.tune_samples)
     results = {}
     for ranks in ranks_list:
         for rnd in range(args.rounds):
@@ -248,6 +288,12 @@ def main():
     p.add_argument("--mode", choices=["hvdtune", "ddp"], default="hvdtune")
     p.add_argument("--bucket-cap-mb", type=float, default=25)
     p.add_argument("--ranks", default="2,4")
+    p.add_argument("--tune-samples", type=int, default=8,
+                   help="autotuned runs: the tuner's sample budget "
+                   "(HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES)")
+    p.add_argument("--cluster", action="store_true",
+                   help="run on the emulated cluster that is up (all its "
+                   "ranks; --ranks is ignored)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--bucket-sizes", default="1,5,25,100",
                    help="DDP bucket_cap_mb values (25 is DDP's default)")
