@@ -195,7 +195,11 @@ constexpr SettingSpec kSettings[] = {
      "After this long such a tensor fails with STALLED on the ranks that "
      "submitted it (the job goes on); a negotiation that waits this long for "
      "stopped ranks stops the runtime: pending handles fail with STALLED and "
-     "shutdown returns. 0 = wait forever."},
+     "shutdown returns. A collective that has run this long inside MPI (a "
+     "peer or the link to its node gone; a transfer in progress cannot be "
+     "abandoned) ends the job with MPI_Abort and a message on every rank "
+     "that sees it: set it above the longest cycle's transfer. 0 = wait "
+     "forever."},
     {"Autotuning", "HOROVOD_AUTOTUNE", "0", "0, 1, true, false",
      "1 turns on online autotuning of every knob not set in the "
      "environment."},

@@ -196,9 +196,18 @@ bool RuntimeImpl::RunCycle(bool* stop) {
     ready_entries_.push_back(&e);
   }
   tensors_this_cycle_ = 0;
+  if (watchdog_.joinable() && !ready_entries_.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(watchdog_mu_);
+      executing_first_ = ready_entries_.front()->request.name;
+    }
+    executing_count_ = ready_entries_.size();
+    executing_since_ = CoarseRuntimeClock();
+  }
   const ExecutionTotals totals =
       executor_->Run(result.ready, ready_entries_, cycle_knobs_,
                      config_.settings.fusion_lookahead, *this);
+  executing_since_ = 0.0;
   if (result.knob_update) ApplyKnobUpdate(*result.knob_update);
   if (bus_.wants(EventKind::kCycle)) {
     CycleEvent e;
@@ -218,6 +227,31 @@ bool RuntimeImpl::RunCycle(bool* stop) {
   if (autotuner_) PollAutotuner();
   if (result.shutdown) *stop = true;
   return had_requests || !result.ready.empty();
+}
+
+void RuntimeImpl::Watchdog() {
+  const double limit = config_.settings.stall_shutdown_seconds;
+  std::unique_lock<std::mutex> lock(watchdog_mu_);
+  while (!watchdog_stop_) {
+    watchdog_cv_.wait_for(lock, std::chrono::milliseconds(250));
+    const double since = executing_since_.load();
+    if (watchdog_stop_ || since <= 0) continue;
+    const double waited = CoarseRuntimeClock() - since;
+    if (waited <= limit) continue;
+    const std::size_t n = executing_count_.load();
+    std::cerr << "[hvdtune rank " << mpi_.rank << "] ERROR: the collective of '"
+              << executing_first_ << "'"
+              << (n > 1 ? " (and " + std::to_string(n - 1) + " more)" : "")
+              << " has waited " << static_cast<int>(waited)
+              << " s inside MPI for the other ranks "
+                 "(HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="
+              << limit
+              << "): a peer process or the network between the nodes is "
+                 "gone, and a transfer in progress cannot be abandoned; "
+                 "ending the job"
+              << std::endl;
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
 }
 
 TensorEntry* RuntimeImpl::StandIn(const Response& r, std::size_t i) {

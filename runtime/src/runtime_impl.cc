@@ -77,6 +77,9 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
   precise_enqueue_times_ = bus_.wants(EventKind::kTensor);
   running_ = true;
   thread_ = std::thread(&RuntimeImpl::Loop, this);
+  if (config_.settings.stall_shutdown_seconds > 0) {
+    watchdog_ = std::thread(&RuntimeImpl::Watchdog, this);
+  }
 }
 
 void RuntimeImpl::StartAutotuner(const Services& services) {
@@ -116,6 +119,14 @@ void RuntimeImpl::Shutdown() {
     signal_.cv.notify_one();
   }
   if (thread_.joinable()) thread_.join();
+  if (watchdog_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(watchdog_mu_);
+      watchdog_stop_ = true;
+    }
+    watchdog_cv_.notify_one();
+    watchdog_.join();
+  }
   bus_.Stop();
   if (controller_ && controller_->abandoned()) {
     // A negotiation allreduce is still posted on the control communicator

@@ -193,6 +193,17 @@ class RuntimeImpl final : public ExecutionListener {
   int tensors_this_cycle_ = 0;
 
   std::thread thread_;
+  // The data-phase watchdog (cycle_loop.cc). A collective blocked inside
+  // MPI on a peer or a link that is gone cannot be abandoned; after
+  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS the watchdog ends the job.
+  void Watchdog();
+  std::atomic<double> executing_since_{0.0};
+  std::atomic<std::size_t> executing_count_{0};
+  std::mutex watchdog_mu_;
+  std::condition_variable watchdog_cv_;
+  std::string executing_first_;  // guarded by watchdog_mu_
+  bool watchdog_stop_ = false;   // guarded by watchdog_mu_
+  std::thread watchdog_;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;
   std::atomic<bool> shut_down_locally_{false};

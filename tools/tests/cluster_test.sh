@@ -11,6 +11,10 @@
 #                                         correctness suites across nodes
 #   cluster_test.sh teardown              a killed or interrupted cluster
 #                                         leaves nothing behind
+#   cluster_test.sh link_down TRAIN       a node's link taken down while a
+#                                         job trains: every rank ends within
+#                                         the stall shutdown time plus 15 s,
+#                                         saying why; nothing hangs
 #
 # Exits 77 (CTest's SKIP_RETURN_CODE) with the reason where network
 # namespaces cannot be made.
@@ -212,10 +216,79 @@ test_teardown() {
   echo "stopped up -- COMMAND: nothing left"
 }
 
+test_link_down() {
+  local train=$1 limit=5
+  "$cluster" up 2 2 --link 1gbe
+  local log
+  log=$(mktemp)
+  HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=$limit "$cluster" run "$train" \
+    --workload resnet50 --scale 0.1 --steps 100000 >"$log" 2>&1 &
+  local job=$!
+  # Training, not starting up: wait for its first progress line.
+  for _ in $(seq 120); do
+    grep -q "samples/s" "$log" && break
+    sleep 0.5
+  done
+  grep -q "samples/s" "$log" || { cat "$log"; fail "the job did not start training"; }
+  local inside ns
+  inside=$(for ns in $(ip netns list | awk '{ print $1 }' | grep -F -- "hvdtune-$HVDTUNE_CLUSTER-node"); do ip netns pids "$ns"; done)
+  "$cluster" link down --node 1
+  local down=$SECONDS p
+  local bound=$((limit + 15))
+  # The ranks and mpirun (the job's command) must end within the bound;
+  # Open MPI's daemon on the node cut off learns last, when its connection
+  # to mpirun fails (tcp_retries2 in cluster.sh): within 60 s.
+  alive() {
+    local p out=""
+    for p in "$@"; do kill -0 "$p" 2>/dev/null && out+=" $p"; done
+    echo "${out# }"
+  }
+  local ranks="" others=""
+  for p in $inside; do
+    if [[ $(cat "/proc/$p/comm" 2>/dev/null) == synthetic_train ]]; then
+      ranks+=" $p"
+    else
+      others+=" $p"
+    fi
+  done
+  [[ -n $ranks ]] || fail "no rank of the job found inside the nodes"
+  local mpirun_pid
+  mpirun_pid=$(pgrep -P "$job" -f mpirun || true)
+  local job_left=""
+  while ((SECONDS - down <= bound)); do
+    job_left=$(alive $ranks $mpirun_pid)
+    [[ -z $job_left ]] && break
+    sleep 0.5
+  done
+  local took=$((SECONDS - down))
+  local rest
+  rest=$(alive $others)
+  while [[ -n $rest ]] && ((SECONDS - down <= 60)); do
+    sleep 0.5
+    rest=$(alive $rest)
+  done
+  local all=$((SECONDS - down))
+  "$cluster" link up --node 1
+  if [[ -n $job_left || -n $rest ]]; then
+    cat "$log"
+    [[ -n $job_left ]] && ps -o pid=,stat=,args= -p "${job_left// /,}" | cut -c1-120 >&2
+    [[ -n $rest ]] && ps -o pid=,stat=,args= -p "${rest// /,}" | cut -c1-120 >&2
+    fail "still running after the link went down: ranks/mpirun [$job_left] (bound $bound s), daemons [$rest] (bound 60 s)"
+  fi
+  wait "$job" && fail "the job exited 0 with a node cut off"
+  # Said by a rank's watchdog, or by mpirun when its keepalives to the cut
+  # off node's daemon went unanswered first.
+  grep -qE "inside MPI for the other ranks|lost communication with a remote daemon" "$log" ||
+    { cat "$log"; fail "nothing said why the job stopped"; }
+  echo "link down: the ranks and mpirun ended within $took s (bound $bound s), every process of the job within $all s"
+  grep -E "ERROR|lost communication" "$log" | head -4 || true
+}
+
 case $case_name in
+  link_down) [[ $# -eq 1 ]] || fail "usage: $0 link_down TRAIN"; test_link_down "$@" ;;
   links) test_links ;;
   mpi) [[ $# -eq 2 ]] || fail "usage: $0 mpi PROBE MPI_TESTS"; test_mpi "$@" ;;
   teardown) test_teardown ;;
-  *) echo "usage: $0 links | mpi PROBE MPI_TESTS | teardown" >&2; exit 2 ;;
+  *) echo "usage: $0 links | mpi PROBE MPI_TESTS | teardown | link_down TRAIN" >&2; exit 2 ;;
 esac
 echo PASS
