@@ -232,11 +232,15 @@ cmd_run() {
     --mca plm_rsh_agent "$here/cluster_rsh.sh"
     --hostfile "$state/hostfile" -np "$np"
     --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1
-    --mca oob_tcp_keepalive_probes 3)
-  # mpirun and the nodes' daemons notice a node cut off (link down) within
-  # about 5 s through TCP keepalives on their connections, and end the job;
-  # with Open MPI's defaults (300 s, then 9 probes 20 s apart) mpirun
-  # waits 8 minutes after the ranks themselves have ended.
+    --mca oob_tcp_keepalive_probes 5)
+  # mpirun and the nodes' daemons end the job when a node is cut off (link
+  # down): TCP keepalives on their idle connections give up after 5
+  # unanswered probes, at most 7 s after the last answer, and a connection
+  # with data in flight gives up after tcp_retries2 (about 6 s; see `up`).
+  # Without keepalives (Open MPI's default waits 300 s, then 9 probes 20 s
+  # apart) a job whose ranks do not end by themselves waits for minutes;
+  # with fewer probes an outage of 2 s can end a job that would go on.
+  # docs/cluster.md#faults has the measurements.
   # Open MPI believes every node has its slots and busy-polls; with more
   # ranks than cores that starves the other ranks and the kernel's TCP
   # stack. Yield when idle, as Open MPI does when it knows it is
