@@ -14,7 +14,9 @@
 #   cluster_test.sh link_down TRAIN       a node's link taken down while a
 #                                         job trains: every rank ends within
 #                                         the stall shutdown time plus 15 s,
-#                                         saying why; nothing hangs
+#                                         saying why; nothing hangs; the
+#                                         autotune store is intact and holds
+#                                         every committed write
 #
 # Exits 77 (CTest's SKIP_RETURN_CODE) with the reason where network
 # namespaces cannot be made.
@@ -216,20 +218,48 @@ test_teardown() {
   echo "stopped up -- COMMAND: nothing left"
 }
 
+# Rank 0's count of configuration store writes committed (it serves its
+# metrics inside node 0 on 127.0.0.1:$1), or nothing.
+store_written() {
+  "$cluster" exec --node 0 /usr/bin/python3 -c '
+import sys, urllib.request
+try:
+    body = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=2).read().decode()
+except Exception:
+    sys.exit()
+for line in body.splitlines():
+    if line.startswith("hvdtune_store_writes_total{") and "result=\"written\"" in line:
+        print(int(float(line.split()[-1])))
+' "$1"
+}
+
 test_link_down() {
-  local train=$1 limit=5
+  local train=$1 limit=5 port=9400
   "$cluster" up 2 2 --link 1gbe
-  local log
-  log=$(mktemp)
-  HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=$limit "$cluster" run "$train" \
-    --workload resnet50 --scale 0.1 --steps 100000 >"$log" 2>&1 &
+  local dir log db
+  dir=$(mktemp -d)
+  log=$dir/job.log db=$dir/store.sqlite
+  # Autotuning into a store, so that a node cut off mid-write can be seen
+  # to leave it intact with every committed write.
+  HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=$limit HOROVOD_AUTOTUNE=1 \
+    HOROVOD_AUTOTUNE_DB=$db HVDTUNE_AUTOTUNE_STORE=auto HOROVOD_METRICS_PORT=$port \
+    "$cluster" run "$train" --workload resnet50 --scale 0.1 --steps 100000 >"$log" 2>&1 &
   local job=$!
-  # Training, not starting up: wait for its first progress line.
+  # Training, not starting up, with samples in the store (the run's row
+  # and at least 2 samples committed).
+  local written=""
   for _ in $(seq 120); do
-    grep -q "samples/s" "$log" && break
+    if grep -q "samples/s" "$log"; then
+      written=$(store_written "$port")
+      [[ -n $written ]] && ((written >= 3)) && break
+    fi
     sleep 0.5
   done
   grep -q "samples/s" "$log" || { cat "$log"; fail "the job did not start training"; }
+  if [[ -z $written ]] || ((written < 3)); then
+    cat "$log"
+    fail "rank 0 did not report 3 committed store writes (last: '$written')"
+  fi
   local inside ns
   inside=$(for ns in $(ip netns list | awk '{ print $1 }' | grep -F -- "hvdtune-$HVDTUNE_CLUSTER-node"); do ip netns pids "$ns"; done)
   "$cluster" link down --node 1
@@ -282,6 +312,22 @@ test_link_down() {
     { cat "$log"; fail "nothing said why the job stopped"; }
   echo "link down: the ranks and mpirun ended within $took s (bound $bound s), every process of the job within $all s"
   grep -E "ERROR|lost communication" "$log" | head -4 || true
+  # The store: intact, and every write rank 0 counted as committed before
+  # the fault is there (as rows: the run, its samples, the best).
+  local check
+  check=$(/usr/bin/python3 -c '
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(c.execute("PRAGMA integrity_check").fetchone()[0],
+      c.execute("SELECT (SELECT count(*) FROM runs) + (SELECT count(*) FROM runs WHERE ended IS NOT NULL)"
+                " + (SELECT count(*) FROM samples) + (SELECT count(*) FROM best)").fetchone()[0])
+' "$db") || fail "cannot read the store $db"
+  local integrity rows
+  read -r integrity rows <<<"$check"
+  echo "store: integrity_check $integrity, $rows rows, $written writes committed before the fault"
+  [[ $integrity == ok ]] || fail "the store is damaged after the fault: $check"
+  ((rows >= written)) || fail "the store holds $rows rows, fewer than the $written writes committed before the fault"
+  rm -rf "$dir"
 }
 
 case $case_name in
