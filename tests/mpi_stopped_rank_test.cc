@@ -4,6 +4,10 @@
 // HOROVOD_STALL_CHECK_TIME_SECONDS while they wait and, past
 // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, fail their handles with STALLED
 // instead of waiting forever. Needs two ranks or more.
+//
+// Inside a collective (the data phase) a rank that stops leaves the others
+// blocked in MPI: their watchdog asks every rank whether it is still there
+// (PeerProbe) and names those that do not answer.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <signal.h>
@@ -12,12 +16,16 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "backends/mpi/peer_probe.h"
 #include "hvdtune/runtime.h"
+#include "hvdtune/services.h"
 #include "test_env.h"
 
 namespace hvdtune {
@@ -129,6 +137,118 @@ TEST(StoppedRank, PastTheShutdownTimeHandlesFailWithStalled) {
       << later.message();
   rt.Shutdown();  // returns: nothing joins a thread stuck in MPI
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Nodes of two consecutive ranks (0-1, 2-3, ...), for the messages.
+MPI_Comm PairsAsNodes() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm local = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &local);
+  return local;
+}
+
+// A barrier that keeps answering: a rank done asking must still answer
+// the ranks whose questions reach it later (the runtime's watchdog answers
+// every 0.25 s).
+void AnsweringBarrier(internal::PeerProbe& probe) {
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  MPI_Ibarrier(MPI_COMM_WORLD, &barrier);
+  for (int done = 0; !done;) {
+    probe.Answer();
+    MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
+    if (!done) usleep(1000);
+  }
+}
+
+TEST(PeerProbe, EveryRankThatIsThereAnswers) {
+  MPI_Comm local = PairsAsNodes();
+  {
+    internal::PeerProbe probe(MPI_COMM_WORLD, local);
+    // Every rank asks at once: each answers the others while it waits.
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(probe.Unanswered(30.0), std::vector<int>{});
+    EXPECT_LT(Seconds(start), 10.0);
+    AnsweringBarrier(probe);
+  }
+  MPI_Comm_free(&local);
+}
+
+TEST(PeerProbe, AStoppedRankIsNamedAndAnswersAgainOnceResumed) {
+  if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
+  MPI_Comm local = PairsAsNodes();
+  {
+    internal::PeerProbe probe(MPI_COMM_WORLD, local);
+    const int rank = [] {
+      int r = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &r);
+      return r;
+    }();
+    const int last = WorldSize() - 1;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == last) {
+      StopFor(3.0);
+    } else {
+      usleep(300000);  // the last rank has stopped by now
+      EXPECT_EQ(probe.Unanswered(1.0), std::vector<int>{last});
+    }
+    AnsweringBarrier(probe);
+    // The questions it missed are answered late, and those late answers
+    // count for nothing now: every rank is there again.
+    EXPECT_EQ(probe.Unanswered(30.0), std::vector<int>{});
+    AnsweringBarrier(probe);
+  }
+  MPI_Comm_free(&local);
+}
+
+TEST(PeerProbe, DescribesRanksByNode) {
+  if (WorldSize() < 4) GTEST_SKIP() << "needs four ranks";
+  MPI_Comm local = PairsAsNodes();
+  {
+    internal::PeerProbe probe(MPI_COMM_WORLD, local);
+    EXPECT_EQ(probe.Describe({2, 3}), "ranks 2, 3 (node 1)");
+    EXPECT_EQ(probe.Describe({1, 2, 3}),
+              "rank 1 (node 0); ranks 2, 3 (node 1)");
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  MPI_Comm_free(&local);
+}
+
+// Run by itself (tests/CMakeLists.txt): the job must end. The last rank
+// stops (SIGSTOP, never resumed) while its cycle thread is inside a large
+// allreduce, so the others are blocked inside MPI for it. Their watchdog
+// must name it and end the job with MPI_Abort.
+TEST(StoppedRank, DISABLED_InsideACollectiveTheOthersNameItAndEndTheJob) {
+  ASSERT_GE(WorldSize(), 2) << "needs two ranks";
+  RuntimeConfig config = ParseConfig(
+      testing_util::MapEnv({{"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "2"}}));
+  Services services = DefaultServices(config);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const bool last = rank == WorldSize() - 1;
+  services.report_backend_wait = [rank, last](double waited, int unreachable) {
+    // The watchdog's thread: stopping here stops the whole process, with
+    // its cycle thread inside the collective.
+    if (last && waited > 0) raise(SIGSTOP);
+    if (unreachable > 0) {
+      std::fprintf(stderr,
+                   "[rank %d] reported: waited %.1f s, %d unreachable\n", rank,
+                   waited, unreachable);
+    }
+  };
+  Runtime rt(std::move(config), std::move(services));
+  // 128 MiB: long enough for the watchdog's 0.25 s turn to find it running.
+  const std::int64_t n = 32 << 20;
+  std::vector<float> in(static_cast<std::size_t>(n), 1.0f),
+      out(static_cast<std::size_t>(n), 0.0f);
+  const std::int64_t shape[] = {n};
+  for (int i = 0; i < 100; ++i) {
+    const Status s = rt.Allreduce("stopped.inside", in.data(), out.data(),
+                                  shape, DataType::kFloat32, ReduceOp::kSum)
+                         .Wait();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  FAIL() << "the last rank was never found inside a collective";
 }
 
 }  // namespace

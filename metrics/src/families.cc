@@ -264,6 +264,29 @@ Families::Families(prometheus::Registry& r, const RuntimeInfo& info) {
   store_writes[1] = &writes_family.Add({{"result", "dropped"}});
   store_writes[2] = &writes_family.Add({{"result", "failed"}});
 
+  backend_wait =
+      &BuildGauge()
+           .Name("hvdtune_backend_wait_seconds")
+           .Help(
+               "How long the collective now executing has been inside MPI "
+               "or NCCL waiting for the other ranks (0: none is "
+               "executing); sampled every 0.25 s while stall handling is "
+               "on. A value that keeps growing is a stall")
+           .Labels(rank)
+           .Register(r)
+           .Add({});
+  unreachable_ranks =
+      &BuildGauge()
+           .Name("hvdtune_unreachable_ranks")
+           .Help(
+               "Ranks that did not answer this rank when it asked during "
+               "the current stall (asked past HOROVOD_STALL_CHECK_TIME_"
+               "SECONDS or HOROVOD_STALL_SHUTDOWN_TIME_SECONDS); 0 when "
+               "nothing is stalled")
+           .Labels(rank)
+           .Register(r)
+           .Add({});
+
   BuildGauge()
       .Name("hvdtune_build_info")
       .Help("Always 1; the labels say what this rank runs")

@@ -76,6 +76,8 @@ struct Families {
   std::array<prometheus::Counter*, 4> store_lookups{};
   // written, dropped, failed
   std::array<prometheus::Counter*, 3> store_writes{};
+  prometheus::Gauge* backend_wait;
+  prometheus::Gauge* unreachable_ranks;
 };
 
 /// Sets every knob's gauges to `values`.

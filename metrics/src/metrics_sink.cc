@@ -149,6 +149,13 @@ void MetricsSink::CountStoreWrites(std::string_view result, std::uint64_t n) {
   f->store_writes[i]->Increment(static_cast<double>(n));
 }
 
+void MetricsSink::SetBackendWait(double waited_seconds, int unreachable_ranks) {
+  internal::Families* f = state_->f.get();
+  if (f == nullptr) return;
+  f->backend_wait->Set(waited_seconds);
+  f->unreachable_ranks->Set(unreachable_ranks);
+}
+
 int MetricsSink::port() const { return state_->port; }
 
 std::string MetricsSink::endpoint() const {

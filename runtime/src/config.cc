@@ -190,7 +190,10 @@ constexpr SettingSpec kSettings[] = {
      "Rank 0 warns, every this many seconds, about each tensor that some "
      "ranks submitted and others did not, naming the tensor and the missing "
      "ranks; every rank also warns while the negotiation waits for ranks "
-     "that stopped calling into hvdtune. 0 = no check."},
+     "that stopped calling into hvdtune, and once about a collective that "
+     "has waited this long inside MPI, naming the ranks that do not answer "
+     "it (dead, stopped or cut off; needs MPI_THREAD_MULTIPLE). 0 = no "
+     "check."},
     {"Runtime", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0", "0 – 1e9",
      "After this long such a tensor fails with STALLED on the ranks that "
      "submitted it (the job goes on); a negotiation that waits this long for "
@@ -198,8 +201,8 @@ constexpr SettingSpec kSettings[] = {
      "shutdown returns. A collective that has run this long inside MPI (a "
      "peer or the link to its node gone; a transfer in progress cannot be "
      "abandoned) ends the job with MPI_Abort and a message on every rank "
-     "that sees it: set it above the longest cycle's transfer. 0 = wait "
-     "forever."},
+     "that sees it, naming the ranks that do not answer: set it above the "
+     "longest cycle's transfer. 0 = wait forever."},
     {"Autotuning", "HOROVOD_AUTOTUNE", "0", "0, 1, true, false",
      "1 turns on online autotuning of every knob not set in the "
      "environment."},

@@ -1,5 +1,6 @@
 // The cycle thread: negotiate, execute, apply knob updates, report.
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <thread>
 
@@ -229,29 +230,99 @@ bool RuntimeImpl::RunCycle(bool* stop) {
   return had_requests || !result.ready.empty();
 }
 
+namespace {
+
+std::string WatchdogSeconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+}  // namespace
+
 void RuntimeImpl::Watchdog() {
+  const double check = config_.settings.stall_check_seconds;
   const double limit = config_.settings.stall_shutdown_seconds;
+  // The other ranks are asked halfway to the first stall time, so that the
+  // answer is there for the warning or the shutdown, and the metrics show
+  // it while the stall lasts.
+  const double ask_at =
+      0.5 * (check > 0 && (limit <= 0 || check < limit) ? check : limit);
+  // Each wait is known by its start (executing_since_).
+  double asked_for = 0, warned_for = 0;
+  int unreachable = 0;
+  std::string who;
   std::unique_lock<std::mutex> lock(watchdog_mu_);
   while (!watchdog_stop_) {
     watchdog_cv_.wait_for(lock, std::chrono::milliseconds(250));
+    if (watchdog_stop_) break;
+    const std::string first = executing_first_;
+    lock.unlock();
+    // Answering the others' questions comes first: a rank that waits for
+    // this one asks whether it is still there.
+    if (probe_) probe_->Answer();
     const double since = executing_since_.load();
-    if (watchdog_stop_ || since <= 0) continue;
-    const double waited = CoarseRuntimeClock() - since;
-    if (waited <= limit) continue;
-    const std::size_t n = executing_count_.load();
-    std::cerr << "[hvdtune rank " << mpi_.rank << "] ERROR: the collective of '"
-              << executing_first_ << "'"
-              << (n > 1 ? " (and " + std::to_string(n - 1) + " more)" : "")
-              << " has waited " << static_cast<int>(waited)
-              << " s inside MPI for the other ranks "
-                 "(HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="
-              << limit
-              << "): a peer process or the network between the nodes is "
-                 "gone, and a transfer in progress cannot be abandoned; "
-                 "ending the job"
-              << std::endl;
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    double waited = since > 0 ? CoarseRuntimeClock() - since : 0;
+    if (since != asked_for) unreachable = 0;
+    if (since > 0 && since != asked_for && waited > ask_at) {
+      who = DescribeUnreachable(&unreachable);
+      asked_for = since;
+      // Asking took time; the collective may have finished meanwhile.
+      if (executing_since_.load() != since) {
+        unreachable = 0;
+      } else {
+        waited = CoarseRuntimeClock() - since;
+      }
+    }
+    if (report_backend_wait_) report_backend_wait_(waited, unreachable);
+    const bool stuck = since > 0 && executing_since_.load() == since;
+    const bool shutdown = stuck && limit > 0 && waited > limit;
+    const bool warn =
+        stuck && check > 0 && waited > check && since != warned_for;
+    if (shutdown || warn) {
+      const std::size_t n = executing_count_.load();
+      std::string m =
+          "[hvdtune rank " + std::to_string(mpi_.rank) + "] " +
+          (shutdown ? "ERROR" : "WARNING") + ": the collective of '" + first +
+          "'" + (n > 1 ? " (and " + std::to_string(n - 1) + " more)" : "") +
+          " has waited " + std::to_string(static_cast<int>(waited)) +
+          " s inside MPI for the other ranks; " + who;
+      if (shutdown) {
+        m += "; a transfer in progress cannot be abandoned: ending the job "
+             "(HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" +
+             WatchdogSeconds(limit) + ")";
+      } else {
+        m += " (HOROVOD_STALL_CHECK_TIME_SECONDS=" + WatchdogSeconds(check) +
+             "; HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ends such a job)";
+      }
+      std::cerr << m + "\n" << std::flush;
+      if (shutdown) MPI_Abort(MPI_COMM_WORLD, 1);
+      warned_for = since;
+    }
+    lock.lock();
   }
+}
+
+std::string RuntimeImpl::DescribeUnreachable(int* unreachable) {
+  if (!probe_) {
+    return "which ranks are gone is not known (MPI was initialised without "
+           "MPI_THREAD_MULTIPLE)";
+  }
+  // Ranks that are there answer within one turn of their watchdog (0.25 s)
+  // on an idle link; a link busy with the stuck collective's data or a
+  // loaded machine may take longer.
+  constexpr double kAnswerSeconds = 2.0;
+  const std::vector<int> missing = probe_->Unanswered(kAnswerSeconds);
+  *unreachable = static_cast<int>(missing.size());
+  if (missing.empty()) {
+    return "every rank answered within " + WatchdogSeconds(kAnswerSeconds) +
+           " s, so they are all reachable and one of them is slow or stuck "
+           "elsewhere (a cycle moving more data than the link carries in "
+           "this time?)";
+  }
+  return "no answer within " + WatchdogSeconds(kAnswerSeconds) + " s from " +
+         probe_->Describe(missing) +
+         ": stopped, dead, or cut off from this rank by the network";
 }
 
 TensorEntry* RuntimeImpl::StandIn(const Response& r, std::size_t i) {

@@ -30,6 +30,9 @@ Services DefaultServices(const RuntimeConfig& config) {
     metrics = std::make_shared<metrics::MetricsSink>(
         metrics::MetricsOptions{t.metrics_port, t.metrics_address});
     s.sinks.push_back(metrics);
+    s.report_backend_wait = [metrics](double waited, int unreachable) {
+      metrics->SetBackendWait(waited, unreachable);
+    };
   }
   // HOROVOD_TIMELINE's file and Runtime::StartTimeline's.
   s.make_timeline = [](const std::string& path, bool mark_cycles) {

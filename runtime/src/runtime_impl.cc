@@ -75,11 +75,22 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
   info_ = info;
   bus_.Start(info);
   precise_enqueue_times_ = bus_.wants(EventKind::kTensor);
+  const bool watch = config_.settings.stall_check_seconds > 0 ||
+                     config_.settings.stall_shutdown_seconds > 0;
+  if (watch) {
+    report_backend_wait_ = std::move(services.report_backend_wait);
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    // Collective on the data communicator, so before the cycle thread
+    // uses it; the ranks agreed on the stall settings (AgreeOnConfig) and
+    // share one MPI thread level.
+    if (provided == MPI_THREAD_MULTIPLE) {
+      probe_ = std::make_unique<PeerProbe>(mpi_.data, mpi_.local);
+    }
+  }
   running_ = true;
   thread_ = std::thread(&RuntimeImpl::Loop, this);
-  if (config_.settings.stall_shutdown_seconds > 0) {
-    watchdog_ = std::thread(&RuntimeImpl::Watchdog, this);
-  }
+  if (watch) watchdog_ = std::thread(&RuntimeImpl::Watchdog, this);
 }
 
 void RuntimeImpl::StartAutotuner(const Services& services) {
@@ -127,6 +138,7 @@ void RuntimeImpl::Shutdown() {
     watchdog_cv_.notify_one();
     watchdog_.join();
   }
+  if (report_backend_wait_) report_backend_wait_(0, 0);
   bus_.Stop();
   if (controller_ && controller_->abandoned()) {
     // A negotiation allreduce is still posted on the control communicator
@@ -134,6 +146,7 @@ void RuntimeImpl::Shutdown() {
     // so that if those ranks ever resume, nothing is written to freed
     // memory.
     static_cast<void>(controller_.release());
+    static_cast<void>(probe_.release());
     executor_.reset();
     nccl_.reset();
     backend_.reset();
@@ -141,6 +154,7 @@ void RuntimeImpl::Shutdown() {
     return;
   }
   controller_.reset();
+  probe_.reset();
   executor_.reset();
   nccl_.reset();
   backend_.reset();

@@ -19,6 +19,7 @@
 
 #include "backends/mpi/mpi_backend.h"
 #include "backends/mpi/mpi_context.h"
+#include "backends/mpi/peer_probe.h"
 #include "controller.h"
 #include "event_bus.h"
 #include "executor.h"
@@ -194,15 +195,23 @@ class RuntimeImpl final : public ExecutionListener {
 
   std::thread thread_;
   // The data-phase watchdog (cycle_loop.cc). A collective blocked inside
-  // MPI on a peer or a link that is gone cannot be abandoned; after
-  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS the watchdog ends the job.
+  // MPI on a peer or a link that is gone cannot be abandoned: past
+  // HOROVOD_STALL_CHECK_TIME_SECONDS the watchdog warns, past
+  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS it ends the job; both times it names
+  // the ranks that do not answer (probe_). Runs while stall handling is on.
   void Watchdog();
+  /// Asks the other ranks (probe_) and returns what to say about them.
+  std::string DescribeUnreachable(int* unreachable);
   std::atomic<double> executing_since_{0.0};
   std::atomic<std::size_t> executing_count_{0};
   std::mutex watchdog_mu_;
   std::condition_variable watchdog_cv_;
   std::string executing_first_;  // guarded by watchdog_mu_
   bool watchdog_stop_ = false;   // guarded by watchdog_mu_
+  /// Only where MPI provides MPI_THREAD_MULTIPLE (the watchdog's thread
+  /// calls MPI while the cycle thread waits inside it).
+  std::unique_ptr<PeerProbe> probe_;
+  std::function<void(double, int)> report_backend_wait_;
   std::thread watchdog_;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;

@@ -130,6 +130,7 @@ TEST(MetricsSink, FamiliesFollowEvents) {
   sink.CountStoreWrites("written", 7);
   sink.CountStoreWrites("dropped", 2);
   sink.CountStoreWrites("dropped", 1);
+  sink.SetBackendWait(7.5, 2);
 
   const std::string text = sink.Scrape();
   EXPECT_EQ(text.find("layer1"), std::string::npos);
@@ -158,7 +159,14 @@ TEST(MetricsSink, FamiliesFollowEvents) {
   EXPECT_EQ(Value(text, "hvdtune_tensors_total",
                   {"op=\"allreduce\"", "dtype=\"float32\""}),
             1);
+  EXPECT_EQ(Value(text, "hvdtune_backend_wait_seconds", {}), 7.5);
+  EXPECT_EQ(Value(text, "hvdtune_unreachable_ranks", {}), 2);
   EXPECT_NE(text.find("hvdtune_build_info{"), std::string::npos);
+  // The stall ends: both go back to 0.
+  sink.SetBackendWait(0, 0);
+  const std::string after = sink.Scrape();
+  EXPECT_EQ(Value(after, "hvdtune_backend_wait_seconds", {}), 0);
+  EXPECT_EQ(Value(after, "hvdtune_unreachable_ranks", {}), 0);
 }
 
 }  // namespace

@@ -121,6 +121,15 @@ struct Services {
   std::function<std::shared_ptr<EventSink>(const std::string& path,
                                            bool mark_cycles)>
       make_timeline;
+  /// How a collective stuck inside the backend looks while it lasts (the
+  /// data-phase watchdog, when stall handling is on). Called from the
+  /// watchdog's thread, not the cycle thread, about every 0.25 s:
+  /// `waited_seconds` is how long the collective now executing has been
+  /// inside MPI or NCCL (0: none is executing); `unreachable_ranks` how
+  /// many ranks did not answer when this rank last asked during that wait
+  /// (0: not asked, or all answered). Must be thread-safe and quick.
+  std::function<void(double waited_seconds, int unreachable_ranks)>
+      report_backend_wait;
 };
 
 /// The wiring any application gets from the environment: the GP autotuner

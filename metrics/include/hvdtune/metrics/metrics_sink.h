@@ -42,6 +42,10 @@ class MetricsSink : public EventSink {
   /// "dropped" (queue full, server away, shutdown) or "failed". Any thread;
   /// nothing before OnStart.
   void CountStoreWrites(std::string_view result, std::uint64_t n);
+  /// The collective now executing has been inside the backend for
+  /// `waited_seconds` (0: none), and `unreachable_ranks` ranks did not
+  /// answer this rank during that wait. Any thread; nothing before OnStart.
+  void SetBackendWait(double waited_seconds, int unreachable_ranks);
 
   /// The port the endpoint listens on; 0 when there is none (not
   /// configured, or binding failed).
