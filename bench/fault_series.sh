@@ -152,7 +152,7 @@ except sqlite3.Error as e:
 '
 
 tsv=$out/runs.tsv
-printf 'fault\trun\toutcome\tend_s\tall_s\thang\tintegrity\twritten\trows\tlost\tmax_wait_s\tmessage\n' >"$tsv"
+printf 'fault\trun\toutcome\tend_s\tall_s\thang\tintegrity\twritten\trows\tlost\tmax_wait_s\tnamed\tmessage\n' >"$tsv"
 
 run_one() {
   local fault=$1 i=$2 dir=$out/$1-$2
@@ -228,10 +228,14 @@ run_one() {
     outcome="finished exit 0"
   else
     outcome="ended exit $rc"
-    msg=$(grep -m1 -E "ERROR|negotiation failed" "$log" ||
+    msg=$(grep -m1 -E "ERROR|negotiation failed|: error on rank" "$log" ||
       grep -m1 -E "noticed that process|lost communication|exited on signal" "$log" || true)
     msg=$(sed -E 's/[[:space:]]+/ /g; s/^ //' <<<"$msg" | cut -c1-160)
   fi
+  # The ranks the watchdog named as not answering.
+  local named
+  named=$(grep -m1 -oE "no answer within [0-9.]+ s from ranks? [0-9, ]+( \([^)]*\))?" "$log" |
+    sed 's/.* from //' || true)
   # The store: intact, and every write counted as committed is there.
   local integrity written rows lost max_wait
   { read -r integrity; read -r rows; } < <(/usr/bin/python3 -c "$store_check" "$db")
@@ -239,12 +243,12 @@ run_one() {
   written=${written:-0}
   lost=$(awk -v w="$written" -v r="$rows" 'BEGIN { printf "%d", (w > r ? w - r : 0) }')
   max_wait=$(cat "$dir/max_wait" 2>/dev/null || echo n/a)
-  printf '%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$fault" "$i" "$note$outcome" \
+  printf '%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$fault" "$i" "$note$outcome" \
     "${end_s:-n/a}" "${all_s:-n/a}" "${hang:-no}" "$integrity" "$written" "$rows" "$lost" \
-    "$max_wait" "$msg" >>"$tsv"
-  printf '%-4s %2d  %-16s end %5ss all %5ss hang %-3s store %s written %s rows %s lost %s  max wait %s  %s\n' \
+    "$max_wait" "${named:--}" "$msg" >>"$tsv"
+  printf '%-4s %2d  %-16s end %5ss all %5ss hang %-3s store %s written %s rows %s lost %s  max wait %s  named %s  %s\n' \
     "$fault" "$i" "$note$outcome" "${end_s:-n/a}" "${all_s:-n/a}" "${hang:-no}" "$integrity" \
-    "$written" "$rows" "$lost" "$max_wait" "$msg"
+    "$written" "$rows" "$lost" "$max_wait" "${named:--}" "$msg"
 }
 
 echo "fault series: $runs runs each of ${faults//,/, } (flap ${flap_seconds} s), fault at ${at} s, $steps steps, stall limit $limit s; logs in $out"
@@ -253,8 +257,8 @@ for f in "${fault_list[@]}"; do
 done
 
 echo
-echo "| fault | runs | ended / finished (exit 0) | s from fault to the end of ranks and mpirun, min / median / max | hangs | store intact | runs with committed rows lost | max stall gauge seen (s) |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| fault | runs | ended / finished (exit 0) | s from fault to the end of ranks and mpirun, min / median / max | hangs | store intact | runs with committed rows lost | max stall gauge seen (s) | runs whose error named the ranks |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for f in "${fault_list[@]}"; do
   awk -F'\t' -v f="$f" -v fs="$flap_seconds" '
     NR > 1 && $1 == f {
@@ -264,15 +268,16 @@ for f in "${fault_list[@]}"; do
       if ($10 > 0) lost++
       if ($4 != "n/a") s[++m] = $4 + 0
       if ($11 != "n/a" && ($11 + 0 > w || w == "")) w = $11 + 0
+      if ($12 != "-") named++
     }
     END {
       if (!n) exit
       for (a = 1; a <= m; a++) for (b = a + 1; b <= m; b++) if (s[b] < s[a]) { t = s[a]; s[a] = s[b]; s[b] = t }
       med = m ? (m % 2 ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2) : "n/a"
       name = f == "flap" ? "flap " fs " s" : f
-      printf "| %s | %d | %d / %d | %s / %s / %s | %d | %d of %d | %d | %s |\n", name, n, ended, fin,
+      printf "| %s | %d | %d / %d | %s / %s / %s | %d | %d of %d | %d | %s | %d |\n", name, n, ended, fin,
         m ? sprintf("%.1f", s[1]) : "n/a", m ? sprintf("%.1f", med) : "n/a",
-        m ? sprintf("%.1f", s[m]) : "n/a", hangs, ok, n, lost, w == "" ? "n/a" : sprintf("%.2f", w)
+        m ? sprintf("%.1f", s[m]) : "n/a", hangs, ok, n, lost, w == "" ? "n/a" : sprintf("%.2f", w), named
     }' "$tsv"
 done
 echo
