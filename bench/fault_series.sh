@@ -257,8 +257,8 @@ for f in "${fault_list[@]}"; do
 done
 
 echo
-echo "| fault | runs | ended / finished (exit 0) | s from fault to the end of ranks and mpirun, min / median / max | hangs | store intact | runs with committed rows lost | max stall gauge seen (s) | runs whose error named the ranks |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| fault | runs | ended / finished (exit 0) | s from fault to the end of ranks and mpirun, min / median / max | every process ended, s (max) | hangs | store intact | runs with committed rows lost | max stall gauge seen (s) | errors naming the ranks |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for f in "${fault_list[@]}"; do
   awk -F'\t' -v f="$f" -v fs="$flap_seconds" '
     NR > 1 && $1 == f {
@@ -269,15 +269,17 @@ for f in "${fault_list[@]}"; do
       if ($4 != "n/a") s[++m] = $4 + 0
       if ($11 != "n/a" && ($11 + 0 > w || w == "")) w = $11 + 0
       if ($12 != "-") named++
+      if ($5 != "n/a" && ($5 + 0 > all || all == "")) all = $5 + 0
     }
     END {
       if (!n) exit
       for (a = 1; a <= m; a++) for (b = a + 1; b <= m; b++) if (s[b] < s[a]) { t = s[a]; s[a] = s[b]; s[b] = t }
       med = m ? (m % 2 ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2) : "n/a"
       name = f == "flap" ? "flap " fs " s" : f
-      printf "| %s | %d | %d / %d | %s / %s / %s | %d | %d of %d | %d | %s | %d |\n", name, n, ended, fin,
+      printf "| %s | %d | %d / %d | %s / %s / %s | %s | %d | %d of %d | %d | %s | %d |\n", name, n, ended, fin,
         m ? sprintf("%.1f", s[1]) : "n/a", m ? sprintf("%.1f", med) : "n/a",
-        m ? sprintf("%.1f", s[m]) : "n/a", hangs, ok, n, lost, w == "" ? "n/a" : sprintf("%.2f", w), named
+        m ? sprintf("%.1f", s[m]) : "n/a", all == "" ? "n/a" : sprintf("%.1f", all),
+        hangs, ok, n, lost, w == "" ? "n/a" : sprintf("%.2f", w), named
     }' "$tsv"
 done
 echo
