@@ -49,6 +49,9 @@ AutotuneSettings ParseAutotuneSettings(const EnvLookup& env) {
   IfSet(env, "HVDTUNE_AUTOTUNE_MAX_SAMPLE_SECONDS", [&](auto var, auto v) {
     s.max_sample_seconds = ParseFloatSetting(var, v, 0.0, 1e6, false);
   });
+  IfSet(env, "HVDTUNE_AUTOTUNE_WATCH_SAMPLE_SECONDS", [&](auto var, auto v) {
+    s.watch_sample_seconds = ParseFloatSetting(var, v, 0.0, 1e6, false);
+  });
   IfSet(env, "HVDTUNE_AUTOTUNE_MAX_STEPS_PER_SAMPLE", [&](auto var, auto v) {
     s.max_steps_per_sample = Int(var, v, 0, 1000000);
     if (s.max_steps_per_sample != 0 &&
@@ -233,6 +236,14 @@ constexpr SettingSpec kSettings[] = {
      "0, or HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE – 1000000",
      "A sample closes at this many steps, however imprecise (at least "
      "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE)."},
+    {"Autotuning", "HVDTUNE_AUTOTUNE_WATCH_SAMPLE_SECONDS", "2", "0 – 1e6",
+     "Samples that watch rather than explore (after the freeze, where a "
+     "lasting drop re-opens tuning, and those confirming a best "
+     "configuration from the store) last at least this many seconds, "
+     "whatever the caps above: a drop shorter than about half of it (a "
+     "neighbour's burst of load) cannot move their median, while a change "
+     "that lasts moves every step. Only with "
+     "HVDTUNE_AUTOTUNE_SAMPLE_PRECISION > 0. 0 = sized like the others."},
     {"Autotuning", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "20", "1 – 10000",
      "Samples in the exploration budget (the initial configuration counts as "
      "the first)."},

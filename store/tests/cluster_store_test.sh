@@ -126,13 +126,14 @@ test_warm() {
 }
 
 test_partition() {
-  # A sample every 5 steps of about 15 ms, 600 steps: the job writes for
-  # about 9 s. A write that gets no acknowledgement for 1 s
-  # (tcp_user_timeout) ends the connection, so the partition is noticed
+  # A sample every 5 steps of about 15 ms (frozen samples too), 600 steps:
+  # the job writes for about 9 s. A write that gets no acknowledgement for
+  # 1 s (tcp_user_timeout) ends the connection, so the partition is noticed
   # while it lasts.
   local log=$dir/samples.csv out
   job 1 HOROVOD_AUTOTUNE_DB="$uri&tcp_user_timeout=1000" \
-    HOROVOD_AUTOTUNE_LOG="$log" HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=5 -- \
+    HOROVOD_AUTOTUNE_LOG="$log" HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=5 \
+    HVDTUNE_AUTOTUNE_WATCH_SAMPLE_SECONDS=0 -- \
     --flops-per-param 1200 --steps 600 --warmup-steps 1 >"$dir/job1.out" &
   local pid=$!
   # Down once the job's run is stored and it has written some samples.

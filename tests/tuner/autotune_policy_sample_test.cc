@@ -189,6 +189,102 @@ TEST(AutotunePolicySampleTest, PrecisionZeroIsTheFixedLength) {
   // autotune_policy_test's WarmsUpExploresAndFreezesAfterTheBudget.
 }
 
+// A policy confirming a known best (it then freezes on it): every sample
+// from the first watches rather than explores.
+AutotunePolicySettings Watching(double watch_seconds) {
+  AutotunePolicySettings s = Settings();
+  s.steps_per_sample = 10;
+  s.sample_precision = 0.1;
+  s.watch_sample_seconds = watch_seconds;
+  s.retune_windows = 3;
+  return s;
+}
+
+PolicyStart KnownBest() {
+  PolicyStart start = Start();
+  start.known_best = start.initial;
+  start.known_best_score = kBytesPerSecond;
+  return start;
+}
+
+struct Watched {
+  std::vector<PolicyEvent> samples;
+  int retunes = 0;
+  /// Samples that began after the lasting drop began, up to the first
+  /// re-tune (the sample in progress at the drop not counted; -1: none).
+  int samples_to_detection = -1;
+};
+
+// Feeds `seconds` of steps: 0.02 s at kBytesPerSecond (1% noise), except
+// during the first `burst` seconds of every 3 s after the first 30 s (half
+// the throughput, steps twice as long), and from `drop_at` on for good
+// (likewise).
+Watched Watch(const AutotunePolicySettings& s, double seconds, double burst,
+              double drop_at) {
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), KnownBest(), s);
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> noise(0.0, 0.01);
+  Watched w;
+  int samples_at_drop = -1;
+  for (double now = 0; now < seconds;) {
+    const bool slow =
+        now >= drop_at || (now >= 30 && std::fmod(now, 3.0) < burst);
+    if (now >= drop_at && samples_at_drop < 0) {
+      samples_at_drop = static_cast<int>(w.samples.size());
+    }
+    const double step = slow ? 0.04 : 0.02;
+    now += step;
+    policy.TakeConfig();
+    policy.OnStep(kBytesPerSecond * 0.02 * noise(rng), step, now);
+    for (PolicyEvent& e : policy.TakeEvents()) {
+      if (e.kind == PolicyEvent::Kind::kSample) w.samples.push_back(e);
+      if (e.kind == PolicyEvent::Kind::kPhaseChange &&
+          e.phase == Phase::kRetuning) {
+        ++w.retunes;
+        if (samples_at_drop >= 0 && w.samples_to_detection < 0) {
+          w.samples_to_detection =
+              static_cast<int>(w.samples.size()) - samples_at_drop - 1;
+        }
+      }
+    }
+  }
+  return w;
+}
+
+TEST(AutotunePolicySampleTest, WatchingSamplesLastTheWatchSeconds) {
+  const Watched w = Watch(Watching(1.0), 30, 0, 1e9);
+  ASSERT_GE(w.samples.size(), 20u);
+  for (const PolicyEvent& e : w.samples) {
+    EXPECT_GE(e.seconds, 1.0 - 1e-9) << e.index;
+    EXPECT_LT(e.seconds, 1.0 + 0.02 + 1e-9) << e.index;
+  }
+  EXPECT_EQ(w.samples.front().phase, Phase::kWarmup);  // confirming
+  EXPECT_EQ(w.samples.back().phase, Phase::kFrozen);
+  EXPECT_EQ(w.retunes, 0);
+  // Fixed-length samples (precision 0) keep their length.
+  AutotunePolicySettings fixed = Watching(1.0);
+  fixed.sample_precision = 0;
+  for (const PolicyEvent& e : Watch(fixed, 10, 0, 1e9).samples) {
+    EXPECT_EQ(e.steps, 10);
+  }
+}
+
+TEST(AutotunePolicySampleTest, ABurstOfFewerThanHalfAWatchSamplesStepsIsNoDrift) {
+  // From 30 s on (the drift reference is made of the first frozen
+  // samples), a neighbour halves the throughput for 1.2 s every 3 s.
+  // Samples of 0.2 s see each burst as a lasting drop and re-tune; samples
+  // of 2 s take its median across it.
+  EXPECT_GT(Watch(Watching(0), 600, 1.2, 1e9).retunes, 10);
+  const Watched w = Watch(Watching(2.0), 600, 1.2, 1e9);
+  EXPECT_EQ(w.retunes, 0);
+  // A halving that lasts is found within retune_windows (3) samples that
+  // began after it.
+  const Watched drop = Watch(Watching(2.0), 120, 1.2, 60);
+  EXPECT_EQ(drop.retunes, 1);
+  EXPECT_GE(drop.samples_to_detection, 2);
+  EXPECT_LE(drop.samples_to_detection, 3);
+}
+
 TEST(AutotunePolicySampleTest, MedianLogHalfWidth) {
   EXPECT_TRUE(std::isinf(MedianLogHalfWidth({})));
   EXPECT_TRUE(std::isinf(MedianLogHalfWidth({1.0})));
@@ -228,6 +324,10 @@ TEST(AutotunePolicySampleTest, RejectsBadSettingsNamingThem) {
               std::string::npos)
         << t;
   }
+  EXPECT_NE(message([](auto& s) {
+              s.watch_sample_seconds = -1;
+            }).find("watch_sample_seconds"),
+            std::string::npos);
   EXPECT_NE(message([](auto& s) {
               s.max_steps_per_sample = 5;
             }).find("max_steps_per_sample"),

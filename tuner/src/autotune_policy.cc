@@ -98,6 +98,9 @@ void CheckSettings(const AutotunePolicySettings& s) {
   if (!(s.sample_precision >= 0 && s.sample_precision <= 1)) {
     fail("sample_precision must be in [0, 1]");
   }
+  if (!(s.watch_sample_seconds >= 0 && std::isfinite(s.watch_sample_seconds))) {
+    fail("watch_sample_seconds must be a finite number >= 0");
+  }
   if (!(s.max_sample_seconds >= 0 && std::isfinite(s.max_sample_seconds))) {
     fail("max_sample_seconds must be a finite number >= 0");
   }
@@ -217,6 +220,12 @@ void AutotunePolicy::OnStep(double bytes, double seconds, double now) {
     cost.seconds = s.step_seconds;
     cost.precision = std::numeric_limits<double>::quiet_NaN();
     const double target = s.settings.sample_precision;
+    const bool watching = s.phase == Phase::kFrozen ||
+                          (s.phase == Phase::kWarmup && s.confirming);
+    if (target > 0 && watching &&
+        s.step_seconds < s.settings.watch_sample_seconds) {
+      return;
+    }
     if (target > 0 || n >= 2) {
       std::vector<double> logs(s.step_scores.size());
       std::transform(s.step_scores.begin(), s.step_scores.end(), logs.begin(),

@@ -45,6 +45,10 @@ struct AutotuneSettings {
   /// HVDTUNE_AUTOTUNE_MAX_STEPS_PER_SAMPLE: caps an adaptive sample (0:
   /// 10 x steps_per_sample).
   int max_steps_per_sample = 0;
+  /// HVDTUNE_AUTOTUNE_WATCH_SAMPLE_SECONDS: frozen samples and those
+  /// confirming a stored best last at least this long (adaptive samples
+  /// only; 0: sized like the others).
+  double watch_sample_seconds = 2.0;
   int max_samples = 20;  // HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES
   /// HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE.
   double gaussian_process_noise = 0.8;

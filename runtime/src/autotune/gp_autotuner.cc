@@ -43,6 +43,7 @@ class GpAutotuner final : public Autotuner {
     settings_.sample_precision = ctx.settings.sample_precision;
     settings_.max_sample_seconds = ctx.settings.max_sample_seconds;
     settings_.max_steps_per_sample = ctx.settings.max_steps_per_sample;
+    settings_.watch_sample_seconds = ctx.settings.watch_sample_seconds;
     settings_.max_samples = ctx.settings.max_samples;
     settings_.gaussian_process_noise = ctx.settings.gaussian_process_noise;
     settings_.retune_drop = ctx.settings.retune_drop;

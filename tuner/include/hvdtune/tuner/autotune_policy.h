@@ -100,6 +100,12 @@ struct AutotunePolicySettings {
   /// says otherwise.)
   double max_sample_seconds = 3.0;
   int max_steps_per_sample = 0;
+  /// With `sample_precision` > 0: a sample that watches rather than
+  /// explores (frozen, or confirming a known best) lasts at least this many
+  /// seconds, whatever the caps, so that a drop shorter than about half of
+  /// it (a neighbour's burst of load) cannot move its median; a change that
+  /// lasts moves every step. 0: such samples are sized like the others.
+  double watch_sample_seconds = 0;
   /// Samples of one exploration round (re-tuning rounds: half, at least 4).
   int max_samples = 20;
   /// Horovod's HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE; the GP noise floor
