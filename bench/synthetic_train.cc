@@ -40,6 +40,12 @@ namespace {
 
 constexpr std::string_view kProgram = "synthetic_train";
 
+// The mean of (best - sample) / best over the exploration samples.
+double ExplorationBelowBest(const AutotuneStatus& s) {
+  if (!(s.best_score > 0) || !(s.exploration_mean_score > 0)) return 0;
+  return 1 - s.exploration_mean_score / s.best_score;
+}
+
 struct Options {
   std::string workload;
   std::string tensors_file;
@@ -369,6 +375,22 @@ int Main(MpiSession& mpi, int argc, char** argv) {
         AutotunePhaseName(status.phase), status.samples, status.source,
         status.default_score * per_byte, status.best_score * per_byte,
         autotune_overhead * 100);
+    if (status.exploration_seconds > 0) {
+      fmt::print(
+          log,
+          "cost of tuning: exploring took {:.1f} s of steps, its "
+          "samples {:.1f}% below the best on average, and {} {:.1f} "
+          "s of training against the initial configuration; {}\n",
+          status.exploration_seconds, 100 * ExplorationBelowBest(status),
+          status.exploration_loss_seconds > 0 ? "lost" : "gained",
+          std::fabs(status.exploration_loss_seconds),
+          status.payback_seconds >= 0
+              ? fmt::format("won back after {:.1f} s frozen",
+                            status.payback_seconds)
+              : fmt::format("not won back yet ({:.1f} s frozen won "
+                            "{:.1f} s)",
+                            status.frozen_seconds, status.frozen_gain_seconds));
+    }
   }
   std::fflush(log);
   if (!opt.json) return 0;
@@ -387,6 +409,14 @@ int Main(MpiSession& mpi, int argc, char** argv) {
       {"best_samples_per_sec", status.best_score * per_byte},
       {"default_samples_per_sec", status.default_score * per_byte},
       {"overhead_fraction", autotune_overhead},
+      // The cost of tuning (seconds of scored steps, against the initial
+      // configuration): AutotuneStatus.
+      {"exploration_seconds", status.exploration_seconds},
+      {"exploration_loss_seconds", status.exploration_loss_seconds},
+      {"exploration_below_best", ExplorationBelowBest(status)},
+      {"frozen_seconds", status.frozen_seconds},
+      {"frozen_gain_seconds", status.frozen_gain_seconds},
+      {"payback_seconds", status.payback_seconds},
       {"tuned_knobs", status.tuned_knobs},
   };
   const Json row = {

@@ -173,3 +173,16 @@ echo "   fingerprint: $(text "$second" fingerprint)"
 echo "tuned knobs: $config"
 printf '4. side by side, median of %s rounds: default %.1f, tuned %.1f samples/s\n' "$rounds" "$dm" "$tm"
 awk -v d="$dm" -v t="$tm" 'BEGIN { printf "speed-up: %.2fx\n", t / d }'
+# The cost of tuning (run 2): the training time its exploration lost against
+# the default configuration, and how long the tuned configuration, at the
+# side-by-side speed-up, takes to win it back.
+awk -v s="$(field "$first" exploration_seconds)" -v l="$(field "$first" exploration_loss_seconds)" \
+  -v b="$(field "$first" exploration_below_best)" -v d="$dm" -v t="$tm" 'BEGIN {
+  if (s == "" || s <= 0) exit
+  printf "cost of tuning (run 2): exploring took %.1f s of steps, its samples %.1f%% below the best on average; ", s, 100 * b
+  if (l <= 0) { printf "it lost nothing against the default (%.1f s ahead)\n", -l; exit }
+  printf "it lost %.1f s of training against the default", l
+  if (t > d) printf ", won back in %.1f s of tuned training\n", l / (t / d - 1)
+  else printf ", not won back (the tuned configuration is not faster)\n"
+}'
+

@@ -73,6 +73,74 @@ TEST(AutotunePolicyTest, WarmsUpExploresAndFreezesAfterTheBudget) {
   ExpectContiguousIndices(caller);
 }
 
+TEST(AutotunePolicyTest, ReportsTheCostOfTuningAndWhenItIsWonBack) {
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), Start(), Settings());
+  Caller caller(policy, PoorStart());
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  // The cost, recomputed from the samples as they were reported.
+  const double initial = policy.status().initial_score;
+  ASSERT_GT(initial, 0);
+  double seconds = 0, lost = 0, sum = 0;
+  const std::vector<PolicyEvent> explored = caller.Samples(Phase::kExploring);
+  ASSERT_FALSE(explored.empty());
+  for (const PolicyEvent& e : explored) {
+    seconds += e.seconds;
+    lost += e.seconds * (1 - e.score / initial);
+    sum += e.score;
+  }
+  PolicyStatus st = policy.status();
+  EXPECT_NEAR(st.exploration_seconds, seconds, 1e-9);
+  EXPECT_NEAR(st.exploration_loss_seconds, lost, 1e-9 * seconds);
+  EXPECT_NEAR(st.exploration_mean_score,
+              sum / static_cast<double>(explored.size()), 1e-9 * sum);
+  EXPECT_EQ(st.frozen_seconds, 0);
+  // From the poor start, exploring already beat the initial configuration
+  // on the whole: nothing to win back.
+  EXPECT_LT(st.exploration_loss_seconds, 0);
+  // Frozen samples win time back from the first.
+  ASSERT_TRUE(caller.RunUntil(
+      [&] { return caller.Samples(Phase::kFrozen).size() >= 3; }));
+  st = policy.status();
+  double frozen = 0, gain = 0;
+  for (const PolicyEvent& e : caller.Samples(Phase::kFrozen)) {
+    frozen += e.seconds;
+    gain += e.seconds * (e.score / initial - 1);
+  }
+  EXPECT_NEAR(st.frozen_seconds, frozen, 1e-9);
+  EXPECT_NEAR(st.frozen_gain_seconds, gain, 1e-9 * frozen);
+  EXPECT_GT(st.frozen_gain_seconds, 0);
+  EXPECT_EQ(st.payback_seconds, 0);
+}
+
+TEST(AutotunePolicyTest, PaybackIsTheFrozenTimeThatCoversWhatExploringLost) {
+  // The initial configuration is the best one here (the surface's optimum),
+  // so exploring can only lose; the frozen configuration must then win
+  // the loss back before the payback is reported.
+  const Config best = {64 << 20, 2.0, 1 << 20, 0};
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), Start(best),
+                        Settings());
+  Caller caller(policy, best);
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  const PolicyStatus st = policy.status();
+  EXPECT_GT(st.exploration_loss_seconds, 0);
+  EXPECT_LT(st.exploration_mean_score, st.best_score);
+  // The payback, recomputed: the frozen seconds by the first sample at
+  // which the time won back covered the loss (-1: never).
+  ASSERT_TRUE(caller.RunUntil(
+      [&] { return caller.Samples(Phase::kFrozen).size() >= 20; }));
+  const PolicyStatus later = policy.status();
+  const double initial = later.initial_score;
+  double frozen = 0, gain = 0, payback = -1;
+  for (const PolicyEvent& e : caller.Samples(Phase::kFrozen)) {
+    frozen += e.seconds;
+    gain += e.seconds * (e.score / initial - 1);
+    if (payback < 0 && gain >= later.exploration_loss_seconds) {
+      payback = frozen;
+    }
+  }
+  EXPECT_NEAR(later.payback_seconds, payback, 1e-9);
+}
+
 TEST(AutotunePolicyTest, IgnoresInvalidStepsAndStepsBeforeTheConfigIsTaken) {
   AutotunePolicySettings s = Settings();
   s.warmup_samples = 1;

@@ -65,8 +65,33 @@ double DriftStep(double cusum, const DriftReference& ref, double log_score) {
 
 }  // namespace internal
 
+void AutotunePolicy::State::Account(double score, double seconds) {
+  const double initial = status.initial_score;
+  if (!(initial > 0) || !(seconds > 0)) return;
+  PolicyStatus& s = status;
+  if (phase == Phase::kExploring || phase == Phase::kRetuning) {
+    s.exploration_seconds += seconds;
+    s.exploration_loss_seconds += seconds * (1 - score / initial);
+    exploration_score_sum += score;
+    ++exploration_scored;
+    s.exploration_mean_score = exploration_score_sum / exploration_scored;
+    if (s.frozen_gain_seconds < s.exploration_loss_seconds) {
+      s.payback_seconds = -1;  // a re-tune lost more than was won back
+    }
+  } else if (phase == Phase::kFrozen) {
+    s.frozen_seconds += seconds;
+    s.frozen_gain_seconds += seconds * (score / initial - 1);
+    if (s.payback_seconds < 0 &&
+        s.frozen_gain_seconds >= s.exploration_loss_seconds) {
+      s.payback_seconds =
+          s.exploration_loss_seconds <= 0 ? 0 : s.frozen_seconds;
+    }
+  }
+}
+
 std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
     double score, double now, const SampleCost& cost) {
+  Account(score, cost.seconds);
   ++status.total_samples;
   status.last_score = score;
   PolicyEvent& sample =

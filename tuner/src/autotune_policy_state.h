@@ -136,6 +136,9 @@ struct AutotunePolicy::State {
   std::vector<double> frozen_logs;
   std::vector<double> drift_pending;  // the current excursion's samples
   double drift_cusum = 0;
+  // The cost of tuning (PolicyStatus::exploration_*): their scores' sum.
+  double exploration_score_sum = 0;
+  int exploration_scored = 0;
   PolicyStatus status;
   std::deque<PolicyEvent> events;
 
@@ -192,6 +195,8 @@ struct AutotunePolicy::State {
     double seconds = 0;
     double precision = 0;
   };
+  /// Adds a sample of the phase in force to the cost of tuning.
+  void Account(double score, double seconds);
   std::optional<Job> FinishSample(double score, double now,
                                   const SampleCost& cost);
   // The optimizer work; no locking, no shared state but the optimizer.

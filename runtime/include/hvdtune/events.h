@@ -138,6 +138,11 @@ struct PhaseChangeEvent {
   KnobSettings values;
   double score = 0;
   double reference_score = 0;
+  /// Entering kFrozen: how long exploring took so far (seconds of scored
+  /// steps) and the training time it lost against the initial score
+  /// (AutotuneStatus::exploration_loss_seconds).
+  double exploration_seconds = 0;
+  double exploration_loss_seconds = 0;
   double time = 0;
 };
 

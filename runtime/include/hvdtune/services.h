@@ -36,6 +36,18 @@ struct AutotuneStatus {
   /// The job's fingerprint in the config store ("hardware-model" hashes);
   /// empty without a store.
   std::string fingerprint;
+  /// The cost of tuning, in seconds of scored steps, against
+  /// `default_score`: how long exploring (and re-tuning) took, the training
+  /// time it lost (the sum of seconds x (1 - score / default_score)), and
+  /// its samples' mean score; how long the job has been frozen and the time
+  /// the frozen configuration won back (seconds x (score / default_score -
+  /// 1)); the frozen seconds until that covered the loss (-1: not yet).
+  double exploration_seconds = 0;
+  double exploration_loss_seconds = 0;
+  double exploration_mean_score = 0;
+  double frozen_seconds = 0;
+  double frozen_gain_seconds = 0;
+  double payback_seconds = -1;
 };
 
 /// One tensor of a training step, as the autotuner saw it (the model's

@@ -204,6 +204,8 @@ class GpAutotuner final : public Autotuner {
                                        : space_.FromConfig(e.config, current_);
           pc.score = e.score;
           pc.reference_score = ps.initial_score;
+          pc.exploration_seconds = ps.exploration_seconds;
+          pc.exploration_loss_seconds = ps.exploration_loss_seconds;
           pc.time = e.time;
           out.phase_changes.push_back(pc);
           break;
@@ -218,6 +220,12 @@ class GpAutotuner final : public Autotuner {
     status_.samples = before.exploration_samples;
     status_.default_score = before.initial_score;
     status_.best_score = before.best_score;
+    status_.exploration_seconds = before.exploration_seconds;
+    status_.exploration_loss_seconds = before.exploration_loss_seconds;
+    status_.exploration_mean_score = before.exploration_mean_score;
+    status_.frozen_seconds = before.frozen_seconds;
+    status_.frozen_gain_seconds = before.frozen_gain_seconds;
+    status_.payback_seconds = before.payback_seconds;
     if (!before.best.empty()) {
       status_.best = space_.FromConfig(before.best, current_);
     }

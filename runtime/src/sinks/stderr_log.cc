@@ -35,6 +35,16 @@ void StderrLogSink::OnPhaseChange(const PhaseChangeEvent& e) {
       os << " (initial " << Gbps(e.reference_score) << ", " << std::showpos
          << std::fixed << std::setprecision(1) << gain << std::noshowpos
          << "%)";
+      if (e.exploration_seconds > 0) {
+        os << "; exploring took " << std::setprecision(1)
+           << e.exploration_seconds << " s of steps and ";
+        if (e.exploration_loss_seconds > 0) {
+          os << "cost " << e.exploration_loss_seconds << " s of training";
+        } else {
+          os << "gained " << -e.exploration_loss_seconds << " s of training";
+        }
+        os << " against the initial configuration";
+      }
     } else {
       // Applied from the store: the initial configuration never ran.
       os << " (the initial configuration was not measured)";

@@ -218,6 +218,23 @@ struct PolicyStatus {
   double last_score = 0;
   Config best;
   int retunes = 0;
+  /// What tuning cost and what it won, in seconds of scored steps, against
+  /// the initial configuration's score (the confirmation score for a job
+  /// from the store). Exploration: the samples scored while exploring or
+  /// re-tuning, how long their steps took, and the sum over them of
+  /// seconds x (1 - score / initial score): the training time lost to
+  /// trying configurations (negative where they were faster on the whole).
+  double exploration_seconds = 0;
+  double exploration_loss_seconds = 0;
+  /// The mean score of those samples (0: none).
+  double exploration_mean_score = 0;
+  /// Frozen samples likewise, and the sum of seconds x (score / initial
+  /// score - 1): the time the frozen configuration won back.
+  double frozen_seconds = 0;
+  double frozen_gain_seconds = 0;
+  /// Frozen seconds until the gain covered the loss; -1 while it has not
+  /// (0 when nothing was lost).
+  double payback_seconds = -1;
   /// The message of the kError event that turned the policy off.
   std::string error;
   /// Events dropped because the caller did not take them (the oldest go
