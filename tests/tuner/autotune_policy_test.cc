@@ -245,6 +245,31 @@ TEST(AutotunePolicyTest, NoRetuneOnNoiseAlone) {
   EXPECT_EQ(job.policy.status().retunes, 0);
 }
 
+TEST(AutotunePolicyTest, NoRetuneOnALoadedMachinesDips) {
+  // Quiet steps (+-2%), but one sample in five dips 20% as a whole (a
+  // neighbour's burst as long as a sample), at random, so that now and then
+  // two or three dips follow each other. Measured in the median absolute
+  // deviation, which ignores the dips, each would count 4 spreads; the
+  // reference's slow tail makes them what they are: this job's noise.
+  AutotunePolicy policy{tt::CollectiveThroughput::Space(), Start(),
+                        NoisyFrozenJob::NoisySettings()};
+  Caller caller{policy, PoorStart()};
+  std::bernoulli_distribution dip(0.2);
+  std::uniform_real_distribution<double> quiet(0.98, 1.02);
+  int step = 0;
+  bool dipping = false;
+  caller.set_noise([&](std::mt19937_64& rng) {
+    if (step++ % 3 == 0) dipping = dip(rng);  // a sample is 3 steps
+    return quiet(rng) * (dipping ? 0.8 : 1.0);
+  });
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  caller.RunUntil([] { return false; }, 3 * 3000);
+  EXPECT_EQ(policy.status().retunes, 0);
+  // A lasting drop as deep as the dips is still found.
+  caller.set_slowdown(0.6);
+  EXPECT_TRUE(caller.RunUntilPhase(Phase::kRetuning, 3 * 20));
+}
+
 TEST(AutotunePolicyTest, NoisyJobDetectsAHalvingWithinRetuneWindows) {
   NoisyFrozenJob job;
   job.caller.RunUntil([] { return false; }, 3 * 40);

@@ -32,8 +32,19 @@ DriftReference DriftReferenceOf(const std::vector<double>& logs,
   // A spread estimated from few samples is often far too small: widen it
   // by 1 + 2 / n (1.4 for the first 5 samples, 1.03 for 64).
   const double n = static_cast<double>(logs.size());
-  r.scale =
-      std::max(1.4826 * Median(std::move(deviation)) * (1 + 2 / n), floor);
+  const double mad = 1.4826 * Median(std::move(deviation)) * (1 + 2 / n);
+  // The slow tail. On a loaded machine a sample now and then dips far
+  // below the others (a neighbour's burst of load); the median absolute
+  // deviation ignores such dips, and drops measured in it would count them
+  // as evidence. The root mean square of the samples' distances below the
+  // median, times sqrt(2) (for normal noise that is the sd), does not.
+  double below = 0;
+  for (double x : logs) {
+    const double d = std::min(0.0, x - r.location);
+    below += d * d;
+  }
+  const double tail = std::sqrt(2 * below / n) * (1 + 2 / n);
+  r.scale = std::max({mad, tail, floor});
   return r;
 }
 

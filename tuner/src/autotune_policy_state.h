@@ -47,11 +47,12 @@ inline double DriftThreshold(int retune_windows) {
 }
 struct DriftReference {
   double location = 0;  // median log score
-  double scale = 1;     // robust sd of the log scores, floored
+  double scale = 1;     // sd of the log scores below the median, floored
 };
-// The reference of `logs` (not empty): their median, and 1.4826 x their
-// median absolute deviation widened by 1 + 2 / n, at least
-// ln(1 / (1 - retune_drop)) / 3.
+// The reference of `logs` (not empty): their median, and as the scale the
+// largest of 1.4826 x their median absolute deviation widened by 1 + 2 / n,
+// sqrt(2) x the root mean square of their distances below the median
+// likewise widened (a slow tail of dips), and ln(1 / (1 - retune_drop)) / 3.
 DriftReference DriftReferenceOf(const std::vector<double>& logs,
                                 double retune_drop);
 // The CUSUM after one more sample.

@@ -1,0 +1,282 @@
+#!/usr/bin/python3
+"""Does the autotuner re-tune when the cluster changes, and only then?
+
+Three series of autotuned synthetic_train runs (HOROVOD_AUTOTUNE=1), each
+run's samples read from its autotune log (HOROVOD_AUTOTUNE_LOG) as they are
+written:
+
+  steady  nothing changes: --runs runs of --steps steps, on one node
+          (tools/mpirun.sh, --where node) or the emulated cluster
+          (tools/cluster.sh, --where cluster). Counts the re-tunes (a
+          frozen sample followed by a re-tuning one); the goal is none.
+  drift   on the cluster: once tuning froze and --frozen-before frozen
+          samples are in (the detector's reference), the links change
+          (--change FROM:TO, e.g. 10gbe:1gbe; FROM:TO@N changes node N's link
+          alone). Counts the samples from the change to the re-tune: the
+          first of them straddles the change. With --refreeze the run goes on
+          until tuning froze again and prints the configuration it froze on.
+  warm    one run fills a fresh config store, then --runs runs start from
+          it; counts each later run's exploration samples (the goal is none).
+
+  bench/drift_series.py steady --where node --runs 10 --steps 1000 \\
+      --workload many-small
+  bench/drift_series.py drift --change 10gbe:1gbe --runs 10 \\
+      --workload resnet50 --scale 0.1
+
+Needs root for the cluster (network namespaces); says why and exits 3
+elsewhere. Prints one line per run, then a summary.
+"""
+import argparse
+import csv
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLUSTER = os.path.join(ROOT, "tools", "cluster.sh")
+MPIRUN = os.path.join(ROOT, "tools", "mpirun.sh")
+
+
+def read_log(path):
+    """The autotune log's rows so far (a partly written last line dropped)."""
+    try:
+        with open(path, newline="") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return []
+    if not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    return list(csv.DictReader(text.splitlines()))
+
+
+def retunes(rows):
+    """Indexes of the rows that start a re-tune (frozen, then re-tuning)."""
+    return [i for i in range(1, len(rows))
+            if rows[i]["phase"] == "retuning" and rows[i - 1]["phase"] == "frozen"]
+
+
+class Cluster:
+    def __init__(self, cid):
+        self.cid = cid
+
+    def __call__(self, *args, check=True):
+        res = subprocess.run([CLUSTER, "--id", self.cid] + list(args),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)
+        if check and res.returncode != 0:
+            raise RuntimeError("cluster.sh %s: %s" % (" ".join(args), res.stderr.strip()))
+
+
+def job_env(args, log, extra=None):
+    env = dict(os.environ)
+    env.update({"HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_LOG": log,
+                "HVDTUNE_AUTOTUNE_STORE": "off"})
+    if args.budget:
+        env["HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"] = str(args.budget)
+    env.update(extra or {})
+    return env
+
+
+def launch(args, where, cid, steps, env, out):
+    train = [os.path.join(args.build, "bench/synthetic_train"),
+             "--workload", args.workload, "--scale", str(args.scale),
+             "--steps", str(steps), "--window-steps", "1000000"]
+    if where == "node":
+        cmd = [MPIRUN, "-np", str(args.ranks)] + train
+    else:
+        cmd = [CLUSTER, "--id", cid, "run"] + train
+    return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def stop(proc):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def steady(args, cluster, work):
+    total = 0
+    runs_with = 0
+    for run in range(args.runs):
+        log = os.path.join(work, "steady%d.csv" % run)
+        with open(os.path.join(work, "steady%d.out" % run), "w") as out:
+            t0 = time.time()
+            proc = launch(args, args.where, cluster.cid if cluster else None,
+                          args.steps, job_env(args, log), out)
+            rc = proc.wait()
+        rows = read_log(log)
+        r = retunes(rows)
+        total += len(r)
+        runs_with += bool(r)
+        frozen_at = next((i for i, row in enumerate(rows) if row["phase"] == "frozen"), None)
+        frozen = sum(row["phase"] == "frozen" for row in rows)
+        print("run %d: exit %d, %.0f s, %d samples, froze at sample %s, %d frozen "
+              "samples, re-tunes %d%s" % (
+                  run + 1, rc, time.time() - t0, len(rows),
+                  "-" if frozen_at is None else frozen_at + 1, frozen, len(r),
+                  "" if not r else " (at samples %s)" % ", ".join(str(i + 1) for i in r)),
+              flush=True)
+        if rc != 0:
+            print("  the job failed; its output: %s" % out.name, flush=True)
+    print("steady, %s, %s x%s, %d runs of %d steps: %d re-tunes, in %d of %d runs"
+          % (args.where, args.workload, args.scale, args.runs, args.steps, total,
+             runs_with, args.runs))
+
+
+def parse_change(text):
+    link, _, node = text.partition("@")
+    old, _, new = link.partition(":")
+    if not old or not new:
+        raise SystemExit("--change FROM:TO[@NODE], e.g. 10gbe:1gbe or 10gbe:1gbe@1")
+    return old, new, node
+
+
+def drift(args, cluster, work):
+    old, new, node = parse_change(args.change)
+    where = ["--node", node] if node else []
+    detected = []
+    for run in range(args.runs):
+        cluster("set", "--link", old)
+        log = os.path.join(work, "drift%d.csv" % run)
+        out = open(os.path.join(work, "drift%d.out" % run), "w")
+        proc = launch(args, "cluster", cluster.cid, 1000000, job_env(args, log), out)
+        t0 = time.time()
+        changed_at = None  # rows in the log when the link changed
+        result = "not detected"
+        after = None
+        refrozen = None
+        try:
+            while proc.poll() is None and time.time() - t0 < args.timeout:
+                time.sleep(0.2)
+                rows = read_log(log)
+                if changed_at is None:
+                    if sum(r["phase"] == "frozen" for r in rows) >= args.frozen_before:
+                        cluster("set", "--link", new, *where)
+                        changed_at = len(rows)
+                    elif any(r["phase"] == "retuning" for r in rows):
+                        result = "re-tuned before the change"
+                        break
+                    continue
+                r = [i for i in retunes(rows) if i >= changed_at]
+                if r and after is None:
+                    # Samples that began after the change, up to the one
+                    # that fired (row r[0] - 1); row changed_at straddles.
+                    after = r[0] - changed_at - 1
+                    result = "detected"
+                    if not args.refreeze:
+                        break
+                if after is not None:
+                    later = rows[r[0]:]
+                    f = [x for x in later if x["phase"] == "frozen"]
+                    if f:
+                        refrozen = f[0]
+                        break
+                elif len(rows) - changed_at > args.max_after:
+                    break
+        finally:
+            stop(proc)
+            out.close()
+        if result == "detected":
+            detected.append(after)
+        line = "run %d: %s" % (run + 1, result)
+        if changed_at is not None:
+            line += " (link %s -> %s%s after sample %d" % (
+                old, new, " on node " + node if node else "", changed_at)
+            line += ")" if after is None else (
+                "; re-tune after %d samples that began after the change, "
+                "and the one in progress at it)" % after)
+        if refrozen:
+            knobs = ("allreduce_algorithm", "fusion_threshold", "cycle_time")
+            line += "; froze again on %s" % ", ".join(
+                "%s=%s" % (k, refrozen.get(k)) for k in knobs if k in refrozen)
+        print(line, flush=True)
+    n = len(detected)
+    within = sum(a <= 3 for a in detected)
+    print("drift %s: detected in %d of %d runs, within 3 samples in %d; samples "
+          "that began after the change until the re-tune %s (median %s)" % (
+              args.change, n, args.runs, within, sorted(detected),
+              statistics.median(detected) if detected else "-"))
+
+
+def warm(args, cluster, work):
+    db = os.path.join(work, "store.db")
+    extra = {"HOROVOD_AUTOTUNE_DB": db, "HVDTUNE_AUTOTUNE_STORE": "auto"}
+    explored = []
+    for run in range(args.runs + 1):
+        log = os.path.join(work, "warm%d.csv" % run)
+        with open(os.path.join(work, "warm%d.out" % run), "w") as out:
+            proc = launch(args, args.where, cluster.cid if cluster else None,
+                          args.steps, job_env(args, log, extra), out)
+            rc = proc.wait()
+        rows = read_log(log)
+        n = sum(r["phase"] == "exploring" for r in rows)
+        r = retunes(rows)
+        what = "fills the store" if run == 0 else "from the store"
+        print("run %d (%s): exit %d, %d samples, %d exploring, re-tunes %d"
+              % (run, what, rc, len(rows), n, len(r)), flush=True)
+        if run > 0:
+            explored.append(n)
+    print("warm start, %s: exploration samples of the %d runs from the store: %s; "
+          "%d of %d explored none" % (args.where, args.runs, explored,
+                                       explored.count(0), args.runs))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("series", choices=("steady", "drift", "warm"))
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--where", choices=("node", "cluster"), default="cluster",
+                    help="steady and warm: one node or the emulated cluster")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=1000,
+                    help="steady and warm: steps per run")
+    ap.add_argument("--workload", default="resnet50")
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--ranks", type=int, default=4, help="--where node: ranks")
+    ap.add_argument("--link", default="1gbe", help="steady and warm on the cluster: preset")
+    ap.add_argument("--change", default="10gbe:1gbe",
+                    help="drift: FROM:TO links, @N for node N alone")
+    ap.add_argument("--frozen-before", type=int, default=7,
+                    help="drift: frozen samples before the change")
+    ap.add_argument("--max-after", type=int, default=15,
+                    help="drift: samples after the change to wait for a re-tune")
+    ap.add_argument("--refreeze", action="store_true",
+                    help="drift: go on until tuning froze again")
+    ap.add_argument("--budget", type=int, default=0,
+                    help="HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES (0: the default)")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    ap.add_argument("--keep", help="directory for the logs (default: a temporary one)")
+    args = ap.parse_args()
+
+    on_cluster = args.series == "drift" or args.where == "cluster"
+    cluster = None
+    if on_cluster:
+        why = subprocess.run([CLUSTER, "check"], capture_output=True, text=True)
+        if why.returncode != 0:
+            print(why.stdout.strip() or why.stderr.strip(), file=sys.stderr)
+            return 3
+        cluster = Cluster(("drift%d" % os.getpid())[:16])
+        first = parse_change(args.change)[0] if args.series == "drift" else args.link
+        cluster("up", "2", "2", "--link", first, "--owner", str(os.getpid()))
+    work = args.keep or tempfile.mkdtemp(prefix="hvdtune_drift_")
+    os.makedirs(work, exist_ok=True)
+    print("# %s series; logs in %s" % (args.series, work), flush=True)
+    try:
+        {"steady": steady, "drift": drift, "warm": warm}[args.series](args, cluster, work)
+    finally:
+        if cluster:
+            cluster("down", check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
