@@ -43,7 +43,12 @@ DriftReference DriftReferenceOf(const std::vector<double>& logs,
     const double d = std::min(0.0, x - r.location);
     below += d * d;
   }
-  const double tail = std::sqrt(2 * below / n) * (1 + 2 / n);
+  // Only once the reference has kTailMinSamples: in a smaller one a single
+  // low sample may be the start of a lasting drop, and counting it as
+  // spread would hide the drop it begins.
+  const double tail = logs.size() >= kTailMinSamples
+                          ? std::sqrt(2 * below / n) * (1 + 2 / n)
+                          : 0.0;
   r.scale = std::max({mad, tail, floor});
   return r;
 }

@@ -33,6 +33,8 @@ double Median(std::vector<double> v);
 constexpr std::size_t kDriftBaseline = 5;
 // The reference is the last this many samples outside an alarm.
 constexpr std::size_t kDriftWindow = 64;
+// The slow tail counts in the spread from this many reference samples on.
+constexpr std::size_t kTailMinSamples = 10;
 // A sample adds min(z, kDriftClip) - kDriftSlack to the CUSUM, z its drop
 // in spreads: drops within one spread are noise, and no sample (a step that
 // waited on something else) weighs more than four spreads.
@@ -52,7 +54,8 @@ struct DriftReference {
 // The reference of `logs` (not empty): their median, and as the scale the
 // largest of 1.4826 x their median absolute deviation widened by 1 + 2 / n,
 // sqrt(2) x the root mean square of their distances below the median
-// likewise widened (a slow tail of dips), and ln(1 / (1 - retune_drop)) / 3.
+// likewise widened (a slow tail of dips; from kTailMinSamples samples on),
+// and ln(1 / (1 - retune_drop)) / 3.
 DriftReference DriftReferenceOf(const std::vector<double>& logs,
                                 double retune_drop);
 // The CUSUM after one more sample.
