@@ -269,7 +269,8 @@ TEST(AutotunePolicySampleTest, WatchingSamplesLastTheWatchSeconds) {
   }
 }
 
-TEST(AutotunePolicySampleTest, ABurstOfFewerThanHalfAWatchSamplesStepsIsNoDrift) {
+TEST(AutotunePolicySampleTest,
+     ABurstOfFewerThanHalfAWatchSamplesStepsIsNoDrift) {
   // From 30 s on (the drift reference is made of the first frozen
   // samples), a neighbour halves the throughput for 1.2 s every 3 s.
   // Samples of 0.2 s see the first burst as a lasting drop and re-tune (later
