@@ -64,9 +64,16 @@ int main(int argc, char** argv) {
   try {
     const Args a = Parse(argc, argv);
     hvdtune::Runtime runtime{hvdtune::RuntimeOptions{}};
-    // The kill test finds the ranks by this line.
-    std::cerr << "telemetry_job: rank " << runtime.rank() << " pid " << getpid()
-              << std::endl;
+    // The kill test finds the ranks by this line. It goes out in one write:
+    // piecewise `<<` writes to an unbuffered stream interleave with the other
+    // ranks' lines in mpirun's forwarded output.
+    const std::string hello = "telemetry_job: rank " +
+                              std::to_string(runtime.rank()) + " pid " +
+                              std::to_string(getpid()) + "\n";
+    if (::write(STDERR_FILENO, hello.data(), hello.size()) !=
+        static_cast<ssize_t>(hello.size())) {
+      throw std::runtime_error("cannot write to stderr");
+    }
     const std::vector<std::int64_t> shape = {a.elements};
     std::vector<std::vector<float>> in(
         static_cast<std::size_t>(a.tensors),
