@@ -3,6 +3,7 @@
 // that keeps knobs this run is not confident about.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "policy_test_util.h"
@@ -192,6 +193,165 @@ TEST(AutotunePolicyTest, FreezeOnKnownBestNeverTunes) {
   EXPECT_EQ(policy.status().retunes, 0);
   EXPECT_TRUE(caller.applied().empty());
   EXPECT_GE(caller.Samples(Phase::kFrozen).size(), 10u);  // monitored
+}
+
+// Two conditions from the store, newest first: the last run ended on a link
+// at half speed frozen on B (a poor one at full speed), the run
+// before it ran at full speed frozen on A (the grid's best). Each recorded
+// 8 frozen samples within 1% of one another.
+PolicyStart TwoConditions(Config* a, Config* b) {
+  const std::vector<PriorSample> grid = GridPriors(1e9);
+  *a = grid.front().config;
+  // B: the first configuration of the grid well below A at full speed.
+  *b = std::find_if(grid.begin(), grid.end(), [&](const PriorSample& p) {
+         return Throughput(p.config) < 0.6 * Throughput(*a);
+       })->config;
+  PolicyStart start = Start();
+  auto scores = [](const Config& c, double speed) {
+    std::vector<double> out;
+    for (int i = 0; i < 8; ++i) {
+      out.push_back(Throughput(c) * 1e9 * speed * (1 + 0.01 * (i % 3 - 1)));
+    }
+    return out;
+  };
+  start.conditions = {{*b, scores(*b, 0.5)}, {*a, scores(*a, 1.0)}};
+  // What the runtime passes too: the stored best (B) and its samples.
+  start.known_best = *b;
+  start.known_best_score = Throughput(*b) * 1e9 * 0.5;
+  for (const KnownCondition& c : start.conditions) {
+    for (double x : c.scores) start.priors.push_back({c.config, x});
+  }
+  return start;
+}
+
+TEST(AutotunePolicyConditionsTest,
+     FullSpeedConfirmsTheOlderConditionAfterTheNewestFails) {
+  Config a, b;
+  const PolicyStart start = TwoConditions(&a, &b);
+  ASSERT_GT(Throughput(a), 1.5 * Throughput(b));
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, Settings());
+  const std::optional<Config> first = policy.TakeConfig();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(*first, b);  // the stored best first
+  Caller caller(policy, *first);
+  ASSERT_TRUE(caller.RunUntil(
+      [&] { return policy.status().phase != Phase::kWarmup; }, 200));
+  const PolicyStatus st = policy.status();
+  EXPECT_EQ(st.phase, Phase::kFrozen);
+  EXPECT_EQ(st.best, a);
+  EXPECT_EQ(st.exploration_samples, 0);
+  EXPECT_EQ(st.total_samples, 4);
+  EXPECT_EQ(caller.applied(), (std::vector<Config>{a}));
+  const std::vector<PolicyEvent> confirm = caller.Samples(Phase::kWarmup);
+  ASSERT_EQ(confirm.size(), 4u);
+  // B scored about twice what it scored at half speed: above its stored
+  // scores, which says the conditions differ as much as a drop would.
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(confirm[i].config, b);
+    EXPECT_GT(confirm[i].score, 1.8 * start.conditions[0].scores[0]);
+  }
+  for (int i = 2; i < 4; ++i) EXPECT_EQ(confirm[i].config, a);
+  // The initial score is the stored best's confirmation; A beats it.
+  EXPECT_NEAR(st.initial_score, 0.5 * (confirm[0].score + confirm[1].score),
+              1e-6 * st.initial_score);
+  EXPECT_NEAR(st.best_score, 0.5 * (confirm[2].score + confirm[3].score),
+              1e-6 * st.best_score);
+  const std::vector<PolicyEvent> changes = caller.Events(Kind::kPhaseChange);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[1].phase, Phase::kFrozen);
+  EXPECT_EQ(changes[1].config, a);
+  EXPECT_EQ(changes[1].condition, 2);
+  EXPECT_EQ(changes[1].conditions, 2);
+  ExpectContiguousIndices(caller);
+}
+
+TEST(AutotunePolicyConditionsTest, HalfSpeedConfirmsTheNewestCondition) {
+  Config a, b;
+  const PolicyStart start = TwoConditions(&a, &b);
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, Settings());
+  const std::optional<Config> first = policy.TakeConfig();
+  ASSERT_TRUE(first.has_value());
+  Caller caller(policy, *first);
+  caller.set_slowdown(0.5);
+  ASSERT_TRUE(caller.RunUntil(
+      [&] { return policy.status().phase != Phase::kWarmup; }, 200));
+  const PolicyStatus st = policy.status();
+  EXPECT_EQ(st.phase, Phase::kFrozen);
+  EXPECT_EQ(st.best, b);
+  EXPECT_EQ(st.exploration_samples, 0);
+  EXPECT_EQ(st.total_samples, 2);
+  EXPECT_TRUE(caller.applied().empty());
+  const std::vector<PolicyEvent> changes = caller.Events(Kind::kPhaseChange);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[1].condition, 1);
+  EXPECT_EQ(changes[1].conditions, 2);
+}
+
+TEST(AutotunePolicyConditionsTest, AThirdSpeedConfirmsNeitherAndExplores) {
+  Config a, b;
+  const PolicyStart start = TwoConditions(&a, &b);
+  AutotunePolicySettings s = Settings();
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, s);
+  const std::optional<Config> first = policy.TakeConfig();
+  ASSERT_TRUE(first.has_value());
+  Caller caller(policy, *first);
+  caller.set_slowdown(0.25);
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kExploring, 200));
+  // Both confirmations were tried, and both count as the round's samples.
+  EXPECT_EQ(policy.status().total_samples, 4);
+  EXPECT_EQ(policy.status().exploration_samples, 2);
+  const std::vector<PolicyEvent> confirm = caller.Samples(Phase::kWarmup);
+  ASSERT_EQ(confirm.size(), 4u);
+  EXPECT_EQ(confirm[0].config, b);
+  EXPECT_EQ(confirm[3].config, a);
+  EXPECT_NEAR(policy.status().initial_score,
+              0.5 * (confirm[0].score + confirm[1].score),
+              1e-6 * policy.status().initial_score);
+  ASSERT_TRUE(caller.RunUntilPhase(Phase::kFrozen));
+  EXPECT_EQ(policy.status().exploration_samples, s.max_samples);
+  // It froze on something at least as good as the better of the two.
+  EXPECT_GE(Throughput(policy.status().best), 0.95 * Throughput(a));
+  for (const PolicyEvent& e : caller.Events(Kind::kPhaseChange)) {
+    EXPECT_EQ(e.condition, 0);
+  }
+  EXPECT_EQ(caller.Changes(), (Changes{{Phase::kOff, Phase::kWarmup},
+                                       {Phase::kWarmup, Phase::kExploring},
+                                       {Phase::kExploring, Phase::kFrozen}}));
+  ExpectContiguousIndices(caller);
+}
+
+TEST(AutotunePolicyConditionsTest, OneConditionKeepsTheOneSidedConfirmation) {
+  // A single stored condition: a run twice as fast still confirms (the
+  // stored best is only checked for a drop), as without conditions.
+  Config a, b;
+  PolicyStart start = TwoConditions(&a, &b);
+  start.conditions.resize(1);
+  AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, Settings());
+  const std::optional<Config> first = policy.TakeConfig();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(*first, b);
+  Caller caller(policy, *first);
+  ASSERT_TRUE(caller.RunUntil(
+      [&] { return policy.status().phase != Phase::kWarmup; }, 200));
+  EXPECT_EQ(policy.status().phase, Phase::kFrozen);
+  EXPECT_EQ(policy.status().best, b);
+  const std::vector<PolicyEvent> changes = caller.Events(Kind::kPhaseChange);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[1].condition, 1);
+  EXPECT_EQ(changes[1].conditions, 1);
+}
+
+TEST(AutotunePolicyConditionsTest, AConditionWithoutAPositiveScoreIsRejected) {
+  Config a, b;
+  PolicyStart start = TwoConditions(&a, &b);
+  start.conditions[1].scores = {0.0, -1.0};
+  try {
+    AutotunePolicy policy(tt::CollectiveThroughput::Space(), start, Settings());
+    FAIL() << "accepted a condition with no positive score";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("condition 2"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -79,6 +79,23 @@ void CheckInSpace(const SearchSpace& space, const Config& config,
   }
 }
 
+// A configuration from another run (a prior, a stored condition), clamped
+// into `space`: other runs may have used other bounds. Throws
+// std::invalid_argument naming `what` if it has the wrong size.
+Config ClampFromOtherRun(const SearchSpace& space, const Config& config,
+                         const std::string& what) {
+  if (config.size() != space.size()) {
+    throw std::invalid_argument(
+        "AutotunePolicy: " + what + " has " + std::to_string(config.size()) +
+        " values, the search space has " + std::to_string(space.size()));
+  }
+  try {
+    return space.MakeValid(config);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("AutotunePolicy: " + what + ": " + e.what());
+  }
+}
+
 void CheckSettings(const AutotunePolicySettings& s) {
   auto fail = [](const std::string& what) {
     throw std::invalid_argument("AutotunePolicy: " + what);
@@ -139,22 +156,31 @@ AutotunePolicy::AutotunePolicy(SearchSpace space, PolicyStart start,
   for (std::size_t i = 0; i < start.priors.size(); ++i) {
     PriorSample& p = start.priors[i];
     const std::string what = "prior " + std::to_string(i);
-    if (p.config.size() != space.size()) {
-      throw std::invalid_argument("AutotunePolicy: " + what + " has " +
-                                  std::to_string(p.config.size()) +
-                                  " values, the search space has " +
-                                  std::to_string(space.size()));
-    }
-    try {
-      // Other runs may have used other bounds: clamp rather than reject.
-      p.config = space.MakeValid(p.config);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("AutotunePolicy: " + what + ": " + e.what());
-    }
+    p.config = ClampFromOtherRun(space, p.config, what);
     if (!std::isfinite(p.score)) {
       throw std::invalid_argument("AutotunePolicy: " + what +
                                   " has a non-finite score");
     }
+  }
+
+  for (std::size_t i = 0; i < start.conditions.size(); ++i) {
+    KnownCondition& c = start.conditions[i];
+    const std::string what = "condition " + std::to_string(i + 1);
+    c.config = ClampFromOtherRun(space, c.config, what);
+    const bool scored = std::any_of(c.scores.begin(), c.scores.end(),
+                                    [](double x) { return x > 0; });
+    const bool finite = std::all_of(c.scores.begin(), c.scores.end(),
+                                    [](double x) { return std::isfinite(x); });
+    if (!scored || !finite) {
+      throw std::invalid_argument(
+          "AutotunePolicy: " + what +
+          " needs a positive score and only finite ones");
+    }
+  }
+
+  if (start.conditions.size() >= 2 && start.confirm_samples < 1 &&
+      !start.freeze_on_known_best) {
+    throw std::invalid_argument("AutotunePolicy: confirm_samples must be >= 1");
   }
 
   state_ =
@@ -168,6 +194,12 @@ AutotunePolicy::AutotunePolicy(SearchSpace space, PolicyStart start,
   if (s.space.num_free() == 0) {
     first = Phase::kFrozen;
     s.never_retune = true;
+  } else if (s.start.conditions.size() >= 2 && !s.start.freeze_on_known_best) {
+    s.current = s.start.conditions.front().config;
+    s.pending = s.current;
+    s.status.best = s.current;
+    s.confirming = true;
+    s.walking_conditions = true;
   } else if (s.start.known_best) {
     s.current = *s.start.known_best;
     s.pending = s.current;

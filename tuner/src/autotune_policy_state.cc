@@ -74,6 +74,23 @@ bool Confirms(const PolicyStart& start, double retune_drop, double confirmed) {
   return std::log(confirmed) >= reference - tolerance;
 }
 
+bool ConfirmsCondition(const KnownCondition& condition, double retune_drop,
+                       double confirmed) {
+  if (!(confirmed > 0)) return false;
+  std::vector<double> logs;
+  for (double x : condition.scores) {
+    if (x > 0 && std::isfinite(x)) logs.push_back(std::log(x));
+  }
+  if (logs.empty()) return false;
+  // The drift detector's reference of the condition's frozen samples: a
+  // confirmation that moved more than the change the detector would re-tune
+  // for, either way, was measured under other conditions.
+  const DriftReference ref = DriftReferenceOf(logs, retune_drop);
+  const double tolerance = std::max(std::log(1.0 / (1.0 - retune_drop)),
+                                    kConfirmSpreads * ref.scale);
+  return std::fabs(std::log(confirmed) - ref.location) <= tolerance;
+}
+
 double DriftIncrement(double z, const DriftReference& ref, double retune_drop) {
   const double slack =
       std::max(kDriftSlack, std::log(1.0 / (1.0 - retune_drop)) / ref.scale);
@@ -131,31 +148,65 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
     case Phase::kOff:
       return std::nullopt;
     case Phase::kWarmup: {
+      // The score the configuration in force is observed with.
+      double in_force = score;
       if (confirming) {
         confirm_scores.push_back(score);
         if (static_cast<int>(confirm_scores.size()) < start.confirm_samples) {
           return std::nullopt;
         }
         const double confirmed = internal::Median(confirm_scores);
-        status.initial_score = confirmed;
-        status.best_score = confirmed;
-        status.best = current;
-        if (internal::Confirms(start, settings.retune_drop, confirmed)) {
-          SetPhase(Phase::kFrozen, current, confirmed, now);
+        confirm_scores.clear();
+        // The stored best's confirmation is the initial score; with several
+        // conditions tried, the best of them is the best so far.
+        if (!walking_conditions || condition == 0) {
+          status.initial_score = confirmed;
+        }
+        if (!walking_conditions || condition == 0 ||
+            confirmed > status.best_score) {
+          status.best_score = confirmed;
+          status.best = current;
+        }
+        const std::size_t n_conditions =
+            walking_conditions ? start.conditions.size() : 1;
+        const bool confirms =
+            walking_conditions
+                ? internal::ConfirmsCondition(start.conditions[condition],
+                                              settings.retune_drop, confirmed)
+                : internal::Confirms(start, settings.retune_drop, confirmed);
+        if (confirms) {
+          status.best_score = confirmed;
+          status.best = current;
+          PolicyEvent& e = SetPhase(Phase::kFrozen, current, confirmed, now);
+          e.condition = static_cast<int>(condition) + 1;
+          e.conditions = static_cast<int>(n_conditions);
           EnterFrozen();
           return std::nullopt;
         }
+        if (walking_conditions && condition + 1 < n_conditions) {
+          // Not the conditions that one was stored under: the next.
+          tried.push_back({current, confirmed});
+          ++condition;
+          current = start.conditions[condition].config;
+          pending = current;
+          return std::nullopt;
+        }
+        in_force = confirmed;
       } else {
         status.initial_score = score;
         status.best_score = score;
         if (--warmup_left > 0) return std::nullopt;
       }
+      // The configuration in force is observed last, after those of the
+      // stored conditions tried before it.
       SetPhase(Phase::kExploring, current, status.initial_score, now);
-      status.exploration_samples = round_samples = 1;
+      status.exploration_samples = round_samples =
+          1 + static_cast<int>(tried.size());
       Job job;
       job.kind = Job::Kind::kStart;
       job.config = current;
-      job.score = status.initial_score;
+      job.score = in_force;
+      job.tried = tried;
       job.time = now;
       job.seed = settings.seed;
       job.round_samples = round_samples;
@@ -283,6 +334,9 @@ AutotunePolicy::State::Result AutotunePolicy::State::Run(const Job& job) {
           optimizer->Observe(p.config, p.score);
         }
         own_begin = start.priors.size();
+        for (const PriorSample& p : job.tried) {
+          optimizer->Observe(p.config, p.score);
+        }
         optimizer->Observe(job.config, job.score);
         break;
       case Job::Kind::kObserve:

@@ -81,6 +81,12 @@ DriftCusum DriftStep(DriftCusum cusum, const DriftReference& ref,
 constexpr std::size_t kConfirmMinSamples = 3;
 constexpr double kConfirmSpreads = 3.0;
 bool Confirms(const PolicyStart& start, double retune_drop, double confirmed);
+// A confirmation against one stored condition (PolicyStart::conditions):
+// whether `confirmed` lies within the larger of retune_drop and
+// kConfirmSpreads spreads of `condition`'s scores (DriftReferenceOf of their
+// logs) of their median, above or below.
+bool ConfirmsCondition(const KnownCondition& condition, double retune_drop,
+                       double confirmed);
 
 }  // namespace internal
 
@@ -101,6 +107,9 @@ struct AutotunePolicy::State {
     std::uint64_t seed = 0;
     int round_samples = 0;  // samples of this round, this one included
     int budget = 0;         // samples the round may take
+    // kStart: stored conditions' configurations tried before `config`,
+    // with their confirmation scores (observed after the priors).
+    std::vector<PriorSample> tried;
   };
   struct Result {
     enum class Kind { kSuggest, kFreeze, kError };
@@ -136,6 +145,11 @@ struct AutotunePolicy::State {
 
   Phase phase = Phase::kWarmup;
   bool confirming = false;  // warm-up scores `start.known_best`
+  // Confirming stored conditions (PolicyStart::conditions, two or more):
+  // the one in force, and those that did not confirm, with their scores.
+  bool walking_conditions = false;
+  std::size_t condition = 0;
+  std::vector<PriorSample> tried;
   bool never_retune = false;
   int warmup_left = 0;
   std::vector<double> confirm_scores;

@@ -153,6 +153,14 @@ struct PriorSample {
   double score = 0;
 };
 
+/// A condition an earlier run froze under (a link speed, a load): the
+/// configuration it froze on and that configuration's frozen scores there,
+/// oldest first.
+struct KnownCondition {
+  Config config;
+  std::vector<double> scores;
+};
+
 /// How the policy starts.
 struct PolicyStart {
   /// The configuration in force at start.
@@ -177,6 +185,25 @@ struct PolicyStart {
   /// `known_best_score`). Frozen samples are still scored and reported,
   /// but this mode never re-tunes: the configuration was chosen for it.
   bool freeze_on_known_best = false;
+  /// The conditions earlier runs froze under, newest (the stored best's)
+  /// first. With two or more (and not `freeze_on_known_best`) they replace
+  /// `known_best`'s confirmation: the policy applies the first one's
+  /// configuration and scores it over `confirm_samples` samples; the
+  /// condition is confirmed if their median lies within the larger of
+  /// ln(1 / (1 - retune_drop)) and kConfirmSpreads spreads of the median of
+  /// the condition's log scores (the drift detector's reference of them),
+  /// in either direction: a score far above the stored ones says the
+  /// conditions differ as much as one far below. If it is not, the next
+  /// condition's configuration is applied and confirmed against its own
+  /// scores, and so on. The first that confirms is frozen on with zero
+  /// exploration samples (every confirmation sample carries phase kWarmup).
+  /// If none does, the policy explores with the priors, then every
+  /// configuration tried with its confirmation score (the stored best's
+  /// first), as observations; each counts as one of the round's samples,
+  /// and the first one's confirmation score is the initial score. With
+  /// fewer than two the confirmation is `known_best`'s, as above. Each needs
+  /// a positive finite score; configurations are clamped into the space.
+  std::vector<KnownCondition> conditions;
 };
 
 /// Something the policy did, oldest first (for logs, metrics, the store).
@@ -196,6 +223,12 @@ struct PolicyEvent {
   /// kPhaseChange to kRetuning: the frozen samples' median score, which
   /// `score` (the sample that decided) fell or rose from.
   double reference = 0;
+  /// kPhaseChange to kFrozen that ends a confirmation of a stored best:
+  /// which of `conditions` (1-based, in PolicyStart::conditions' order)
+  /// was confirmed, of how many (1 of 1 for `known_best` alone); 0 for
+  /// any other freeze.
+  int condition = 0;
+  int conditions = 0;
   /// `now` of the step that finished the sample / caused the change.
   double time = 0;
   /// kSample: the steps scored, the seconds they took (their sum), and the
