@@ -72,6 +72,15 @@ class ConfigSource {
     /// The best configuration known for exactly this job; confirmed over a
     /// few samples instead of exploring.
     std::optional<Sample> best;
+    /// The conditions earlier runs of exactly this job froze under (a
+    /// configuration and its frozen scores there, oldest first), newest
+    /// first with `best`'s first. With two or more, the confirmation tells
+    /// them apart (tuner::PolicyStart::conditions).
+    struct Condition {
+      KnobSettings values;
+      std::vector<double> scores;
+    };
+    std::vector<Condition> conditions;
     /// Apply `best` without scoring or tuning at all.
     bool freeze = false;
     /// "store" or "transfer", for AutotuneStatus::source.

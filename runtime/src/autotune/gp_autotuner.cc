@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iomanip>
 #include <iostream>
 #include <mutex>
+#include <sstream>
 #include <unordered_set>
 #include <vector>
 
@@ -165,6 +167,9 @@ class GpAutotuner final : public Autotuner {
       start.known_best_score = warm.best->score;
       start.freeze_on_known_best = warm.freeze;
     }
+    for (const auto& c : warm.conditions) {
+      start.conditions.push_back({space_.ToConfig(c.values), c.scores});
+    }
     std::lock_guard<std::mutex> lock(status_mu_);
     status_.source = warm.source;
     status_.fingerprint = warm.fingerprint;
@@ -211,6 +216,9 @@ class GpAutotuner final : public Autotuner {
           pc.exploration_loss_seconds = ps.exploration_loss_seconds;
           pc.time = e.time;
           out.phase_changes.push_back(pc);
+          if (pc.to == AutotunePhase::kFrozen && e.condition > 0) {
+            AnnounceConfirmed(e, pc.values);
+          }
           break;
         }
         case tuner::PolicyEvent::Kind::kError:
@@ -232,6 +240,21 @@ class GpAutotuner final : public Autotuner {
     if (!before.best.empty()) {
       status_.best = space_.FromConfig(before.best, current_);
     }
+  }
+
+  // Which stored condition the confirmation found this job in.
+  static void AnnounceConfirmed(const tuner::PolicyEvent& e,
+                                const KnobSettings& values) {
+    std::ostringstream os;
+    os << "[hvdtune rank 0] autotune: confirmed the stored best of condition "
+       << e.condition << " of " << e.conditions << " (" << values.ToString()
+       << " at " << std::fixed << std::setprecision(3) << e.score / 1e9
+       << " GB/s)";
+    if (e.condition > 1) {
+      os << "; the newest stored condition" << (e.condition > 2 ? "s" : "")
+         << " did not confirm";
+    }
+    std::cerr << os.str() + "\n" << std::flush;
   }
 
   void Fail(const std::string& why, Output& out) {

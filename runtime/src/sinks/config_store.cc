@@ -8,6 +8,7 @@
 #include "hvdtune/store/store.h"
 #include "hvdtune/store/writer.h"
 #include "hvdtune/store_mapping.h"
+#include "sinks/stored_conditions.h"
 
 namespace hvdtune::internal {
 namespace {
@@ -108,6 +109,16 @@ ConfigSource::WarmStart ConfigStoreService::Lookup(
         if (auto k = FromStored(s.values, info.knobs)) {
           warm.priors.push_back({*k, s.score});
         }
+      }
+      for (const StoredCondition& c :
+           SplitStoredConditions(found.samples, &*best)) {
+        if (auto k = FromStored(c.values, info.knobs)) {
+          warm.conditions.push_back({*k, c.scores});
+        }
+      }
+      if (warm.conditions.size() >= 2 && mode_ != AutotuneStoreMode::kApply) {
+        how += ", " + std::to_string(warm.conditions.size()) +
+               " stored conditions to tell apart";
       }
     } else if (mode_ == AutotuneStoreMode::kApply) {
       warm.best = Sample{info.knobs, 0};
