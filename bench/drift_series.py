@@ -14,7 +14,9 @@ written:
           (--change FROM:TO, e.g. 10gbe:1gbe; FROM:TO@N changes node N's link
           alone). Counts the samples from the change to the re-tune: the
           first of them straddles the change. With --refreeze the run goes on
-          until tuning froze again and prints the configuration it froze on.
+          until tuning froze again and prints the configuration it froze on;
+          with --grid-rounds those configurations are then re-measured side
+          by side with the new link's grid best.
   warm    one run fills a fresh config store, then --runs runs start from
           it; counts each later run's exploration samples (the goal is none).
 
@@ -28,6 +30,7 @@ elsewhere. Prints one line per run, then a summary.
 """
 import argparse
 import csv
+import json
 import os
 import signal
 import statistics
@@ -144,6 +147,7 @@ def drift(args, cluster, work):
     old, new, node = parse_change(args.change)
     where = ["--node", node] if node else []
     detected = []
+    refrozen_configs = []
     for run in range(args.runs):
         cluster("set", "--link", old)
         log = os.path.join(work, "drift%d.csv" % run)
@@ -198,6 +202,7 @@ def drift(args, cluster, work):
             knobs = ("allreduce_algorithm", "fusion_threshold", "cycle_time")
             line += "; froze again on %s" % ", ".join(
                 "%s=%s" % (k, refrozen.get(k)) for k in knobs if k in refrozen)
+            refrozen_configs.append(refrozen)
         print(line, flush=True)
     n = len(detected)
     within = sum(a <= 3 for a in detected)
@@ -205,6 +210,72 @@ def drift(args, cluster, work):
           "that began after the change until the re-tune %s (median %s)" % (
               args.change, n, args.runs, within, sorted(detected),
               statistics.median(detected) if detected else "-"))
+    if args.grid_rounds and refrozen_configs:
+        if node:
+            print("# against the grid best: only for a change of every link")
+        else:
+            cluster("down", check=False)
+            against_grid(args, new, refrozen_configs)
+
+
+def against_grid(args, preset, refrozen_rows):
+    """The configurations tuning froze on again, against the grid best of
+    the new condition, re-measured side by side in interleaved rounds."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import cluster_sweep as cs
+    table = cs.knob_table(args.build)
+    configs = {}
+    for row in refrozen_rows:
+        knobs = {}
+        for name in table:
+            if name not in row:
+                continue
+            value = row[name]
+            if table[name]["type"] == "bool":
+                value = value == "true"
+            elif table[name]["type"] in ("integer", "float"):
+                value = float(value)
+            knobs[name] = value
+        env = cs.env_of(knobs, table)
+        configs.setdefault(tuple(sorted(env.items())), []).append(len(configs))
+    cid = ("grid%d" % os.getpid())[:16]
+    cs.cluster(cid, "up", "2", "2", "--link", preset, "--owner", str(os.getpid()),
+               capture=False)
+    try:
+        sweep_cmd = [os.path.join(args.build, "tools/hvd_tune/hvd-tune"), "sweep",
+                     "--strategy", "grid", "--workload", args.workload,
+                     "--scale", str(args.scale), "--no-store", "--json"]
+        for g in cs.GRID:
+            sweep_cmd += ["--grid", g]
+        best = json.loads(cs.cluster(cid, "run", *sweep_cmd))["best"]["knobs"]
+        runs = {"grid best": cs.env_of(best, table)}
+        names = ["grid best"]
+        for i, (key, members) in enumerate(configs.items()):
+            name = "refrozen %d (%d run%s)" % (i + 1, len(members),
+                                               "s" if len(members) > 1 else "")
+            runs[name] = dict(key)
+            names.append(name)
+        got = {n: [] for n in names}
+        for r in range(args.grid_rounds):
+            for n in names if r % 2 == 0 else list(reversed(names)):
+                got[n].append(cs.train(cid, args.build, args.workload, args.scale,
+                                       runs[n], args.grid_steps))
+        med = {n: statistics.median(v) for n, v in got.items()}
+        print("grid best at %s: %s, %.1f samples/s (median of %d rounds)" % (
+            preset, " ".join("%s=%s" % kv for kv in sorted(best.items())),
+            med["grid best"], args.grid_rounds))
+        weighted = []
+        for n in names[1:]:
+            share = med[n] / med["grid best"]
+            weighted += [share] * int(n.split("(")[1].split()[0])
+            print("%s: %s, %.1f samples/s, %.0f%% of the grid best" % (
+                n, " ".join("%s=%s" % kv for kv in runs[n].items()), med[n],
+                100 * share))
+        print("refrozen at %s: %d of %d runs at >= 90%% of the grid best "
+              "(median %.0f%%)" % (preset, sum(w >= 0.9 for w in weighted),
+                                   len(weighted), 100 * statistics.median(weighted)))
+    finally:
+        cs.cluster(cid, "down", capture=False)
 
 
 def warm(args, cluster, work):
@@ -251,6 +322,13 @@ def main():
                     help="drift: samples after the change to wait for a re-tune")
     ap.add_argument("--refreeze", action="store_true",
                     help="drift: go on until tuning froze again")
+    ap.add_argument("--grid-rounds", type=int, default=0,
+                    help="drift with --refreeze and every link changed: re-measure "
+                         "the configurations frozen on again against the new "
+                         "link's grid best (bench/cluster_sweep.py's grid), this "
+                         "many interleaved rounds")
+    ap.add_argument("--grid-steps", type=int, default=30,
+                    help="--grid-rounds: measured steps per run")
     ap.add_argument("--budget", type=int, default=0,
                     help="HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES (0: the default)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")

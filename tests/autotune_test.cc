@@ -356,7 +356,10 @@ TEST(GpAutotuner, SustainedDropReopensTuning) {
   EXPECT_EQ(run.status.phase, AutotunePhase::kRetuning);
   bool announced = false;
   for (const auto& p : run.phases) {
-    announced |= p.to == AutotunePhase::kRetuning;
+    if (p.to != AutotunePhase::kRetuning) continue;
+    announced = true;
+    // Measured against the frozen samples, which ran at full speed.
+    EXPECT_GT(p.reference_score, 1.5 * p.score);
   }
   EXPECT_TRUE(announced);
 }
@@ -395,6 +398,23 @@ TEST(StderrLogSink, FrozenLineComparesWithTheInitialScoreOnlyWhenMeasured) {
   EXPECT_NE(stored.find("the initial configuration was not measured"),
             std::string::npos)
       << stored;
+}
+
+TEST(StderrLogSink, RetuneLineSaysWhichWayTheScoreMovedFromTheFrozenMedian) {
+  PhaseChangeEvent e;
+  e.from = AutotunePhase::kFrozen;
+  e.to = AutotunePhase::kRetuning;
+  e.reference_score = 1e9;
+  e.score = 0.5e9;
+  const std::string fell = PhaseLine(e);
+  EXPECT_NE(fell.find("score fell from 1.000 GB/s to 0.500 GB/s (-50.0%"),
+            std::string::npos)
+      << fell;
+  e.score = 1.6e9;
+  const std::string rose = PhaseLine(e);
+  EXPECT_NE(rose.find("score rose from 1.000 GB/s to 1.600 GB/s (+60.0%"),
+            std::string::npos)
+      << rose;
 }
 
 }  // namespace

@@ -252,13 +252,15 @@ constexpr SettingSpec kSettings[] = {
      "Noise level v of the scores: the GP infers its noise variance but "
      "never below (v/10)² of the standardised score variance."},
     {"Autotuning", "HVDTUNE_AUTOTUNE_RETUNE_DROP", "0.15", "0 to below 1",
-     "The smallest drop worth re-tuning for: after freezing, drops are "
-     "measured in the frozen samples' spread, taken as at least a third of "
-     "this; 0 never re-tunes. Also the drop from a stored score that makes "
-     "a job re-tune instead of trusting the store."},
+     "The smallest lasting change worth re-tuning for: after freezing, a "
+     "fall or rise of the score smaller than this (or than the frozen "
+     "samples' spread) never re-tunes, however long it lasts; 0 never "
+     "re-tunes. Also the drop from a stored score that makes a job re-tune "
+     "instead of trusting the store."},
     {"Autotuning", "HVDTUNE_AUTOTUNE_RETUNE_WINDOWS", "3", "1 – 100000",
-     "Samples after which a lasting drop of 4 spreads or more re-opens "
-     "tuning around the incumbent (the CUSUM threshold is 3 x (this - 1))."},
+     "Samples after which a lasting change of max(4, slack + 1) spreads or "
+     "more (a fall or rise of 20% on a quiet job) re-opens tuning around "
+     "the incumbent (the CUSUM threshold is this - 1)."},
     {"Autotuning", "HVDTUNE_AUTOTUNE_SEED", "1", "0 – 2^63-1",
      "Seed of the optimizer: runs are reproducible for a given sequence of "
      "scores."},

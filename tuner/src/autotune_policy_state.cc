@@ -74,9 +74,19 @@ bool Confirms(const PolicyStart& start, double retune_drop, double confirmed) {
   return std::log(confirmed) >= reference - tolerance;
 }
 
-double DriftStep(double cusum, const DriftReference& ref, double log_score) {
-  const double z = std::min((ref.location - log_score) / ref.scale, kDriftClip);
-  return std::max(0.0, cusum + z - kDriftSlack);
+double DriftIncrement(double z, const DriftReference& ref, double retune_drop) {
+  const double slack =
+      std::max(kDriftSlack, std::log(1.0 / (1.0 - retune_drop)) / ref.scale);
+  const double clip = std::max(kDriftClip, slack + 1);
+  return (std::min(z, clip) - slack) / (clip - slack);
+}
+
+DriftCusum DriftStep(DriftCusum cusum, const DriftReference& ref,
+                     double retune_drop, double log_score) {
+  const double z = (ref.location - log_score) / ref.scale;
+  cusum.drop = std::max(0.0, cusum.drop + DriftIncrement(z, ref, retune_drop));
+  cusum.rise = std::max(0.0, cusum.rise + DriftIncrement(-z, ref, retune_drop));
+  return cusum;
 }
 
 }  // namespace internal
@@ -166,11 +176,14 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
       return job;
     }
     case Phase::kFrozen: {
-      // Drift: a one-sided CUSUM on log scores, standardised by the frozen
-      // samples' own median and spread (internal::DriftReferenceOf). The
-      // first kDriftBaseline samples only make the reference; a sample
-      // joins it (the last kDriftWindow) once the CUSUM is back at zero, so
-      // the reference follows this job's noise and slow changes.
+      // Drift: two one-sided CUSUMs on log scores (a fall and a rise),
+      // standardised by the frozen samples' own median and spread
+      // (internal::DriftReferenceOf). The first kDriftBaseline samples only
+      // make the reference; a sample joins it (the last kDriftWindow) once
+      // both CUSUMs are back at zero, so the reference follows this job's
+      // noise and slow changes. A rise counts too: the conditions the
+      // configuration was chosen for have changed (a faster link), and
+      // another may now be best.
       ++frozen_windows;
       if (never_retune || settings.retune_drop <= 0) return std::nullopt;
       const double x = std::log(std::max(score, 1e-300));
@@ -178,14 +191,16 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
         frozen_logs.push_back(x);
         return std::nullopt;
       }
-      drift_cusum = internal::DriftStep(
-          drift_cusum,
-          internal::DriftReferenceOf(frozen_logs, settings.retune_drop), x);
-      // Samples of an excursion (CUSUM above zero) join the reference only
-      // once it ended without an alarm: leaving out every low sample would
-      // raise the reference and narrow its spread until noise re-tunes.
+      const internal::DriftReference ref =
+          internal::DriftReferenceOf(frozen_logs, settings.retune_drop);
+      drift_cusum =
+          internal::DriftStep(drift_cusum, ref, settings.retune_drop, x);
+      // Samples of an excursion (a CUSUM above zero) join the reference
+      // only once it ended without an alarm: leaving out every low sample
+      // would raise the reference and narrow its spread until noise
+      // re-tunes.
       drift_pending.push_back(x);
-      if (drift_cusum == 0) {
+      if (drift_cusum.Quiet()) {
         frozen_logs.insert(frozen_logs.end(), drift_pending.begin(),
                            drift_pending.end());
         drift_pending.clear();
@@ -194,14 +209,17 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
                             frozen_logs.end() - internal::kDriftWindow);
         }
       }
-      if (drift_cusum <= internal::DriftThreshold(settings.retune_windows)) {
+      const double threshold =
+          internal::DriftThreshold(settings.retune_windows);
+      if (drift_cusum.drop <= threshold && drift_cusum.rise <= threshold) {
         return std::nullopt;
       }
-      SetPhase(Phase::kRetuning, current, score, now);
+      SetPhase(Phase::kRetuning, current, score, now).reference =
+          std::exp(ref.location);
       ++status.retunes;
       frozen_logs.clear();
       drift_pending.clear();
-      drift_cusum = 0;
+      drift_cusum = {};
       round_samples = 1;
       Job job;
       job.kind = Job::Kind::kRetune;

@@ -27,25 +27,28 @@ constexpr std::size_t kMaxQueuedEvents = 10000;
 /// The median of `v` (not empty).
 double Median(std::vector<double> v);
 
-// The drift detector of the frozen phase: a one-sided CUSUM of drops in log
-// score, in units of the frozen samples' own robust spread.
+// The drift detector of the frozen phase: two one-sided CUSUMs, of drops
+// and of rises in log score, in units of the frozen samples' own spread.
 // Frozen samples that only make the reference, before any test.
 constexpr std::size_t kDriftBaseline = 5;
 // The reference is the last this many samples outside an alarm.
 constexpr std::size_t kDriftWindow = 64;
 // The slow tail counts in the spread from this many reference samples on.
 constexpr std::size_t kTailMinSamples = 10;
-// A sample adds min(z, kDriftClip) - kDriftSlack to the CUSUM, z its drop
-// in spreads: drops within one spread are noise, and no sample (a step that
-// waited on something else) weighs more than four spreads.
+// A sample that moved z spreads from the reference's median adds
+// (min(z, clip) - slack) / (clip - slack) to the CUSUM of its direction,
+// with slack = max(kDriftSlack, ln(1 / (1 - retune_drop)) / spread) and
+// clip = max(kDriftClip, slack + 1). The slack is the larger of one spread
+// and retune_drop: a lasting change smaller than either never re-tunes,
+// however long it lasts (a neighbour's steady load, a slow decline), and
+// one of clip spreads or more counts 1 a sample. No single sample (a step
+// that waited on something else) weighs more than that.
 constexpr double kDriftClip = 4.0;
 constexpr double kDriftSlack = 1.0;
-// Re-tune once the CUSUM exceeds this: a lasting drop of kDriftClip spreads
-// or more is detected at its `retune_windows`-th sample. For normal noise
-// and `retune_windows` 3 a false alarm is expected about once in 15,000
-// samples (Siegmund's approximation of the CUSUM's run length).
+// Re-tune once a CUSUM exceeds retune_windows - 1: a lasting change of clip
+// spreads or more is detected at its `retune_windows`-th sample.
 inline double DriftThreshold(int retune_windows) {
-  return (kDriftClip - kDriftSlack) * (retune_windows - 1);
+  return static_cast<double>(retune_windows - 1);
 }
 struct DriftReference {
   double location = 0;  // median log score
@@ -58,8 +61,17 @@ struct DriftReference {
 // and ln(1 / (1 - retune_drop)) / 3.
 DriftReference DriftReferenceOf(const std::vector<double>& logs,
                                 double retune_drop);
-// The CUSUM after one more sample.
-double DriftStep(double cusum, const DriftReference& ref, double log_score);
+// What a sample `z` spreads beyond the reference adds to a CUSUM (may be
+// negative), for a reference of that scale.
+double DriftIncrement(double z, const DriftReference& ref, double retune_drop);
+struct DriftCusum {
+  double drop = 0;  // evidence of a lasting fall
+  double rise = 0;  // evidence of a lasting rise
+  bool Quiet() const { return drop == 0 && rise == 0; }
+};
+// The CUSUMs after one more sample.
+DriftCusum DriftStep(DriftCusum cusum, const DriftReference& ref,
+                     double retune_drop, double log_score);
 // A store confirmation: whether `confirmed`, the median score of the
 // stored best (`start.known_best`) in this run, says the conditions are
 // those it was stored under. With kConfirmMinSamples or more samples of it
@@ -139,7 +151,7 @@ struct AutotunePolicy::State {
   // of their standardised drops.
   std::vector<double> frozen_logs;
   std::vector<double> drift_pending;  // the current excursion's samples
-  double drift_cusum = 0;
+  internal::DriftCusum drift_cusum;
   // The cost of tuning (PolicyStatus::exploration_*): their scores' sum.
   double exploration_score_sum = 0;
   int exploration_scored = 0;
@@ -165,11 +177,12 @@ struct AutotunePolicy::State {
     e.time = time;
     return e;
   }
-  void SetPhase(Phase to, const Config& config, double score, double time) {
+  PolicyEvent& SetPhase(Phase to, const Config& config, double score,
+                        double time) {
     const Phase from = phase;
     phase = to;
     status.phase = to;
-    Emit(PolicyEvent::Kind::kPhaseChange, from, to, config, score, time);
+    return Emit(PolicyEvent::Kind::kPhaseChange, from, to, config, score, time);
   }
   void Fail(const std::string& message, double time) {
     Emit(PolicyEvent::Kind::kError, phase, Phase::kOff, current, 0, time)
@@ -182,7 +195,7 @@ struct AutotunePolicy::State {
     frozen_windows = 0;
     frozen_logs.clear();
     drift_pending.clear();
-    drift_cusum = 0;
+    drift_cusum = {};
   }
 
   int RoundBudget() const {

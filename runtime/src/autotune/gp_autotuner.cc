@@ -203,7 +203,10 @@ class GpAutotuner final : public Autotuner {
           pc.values = e.config.empty() ? current_
                                        : space_.FromConfig(e.config, current_);
           pc.score = e.score;
-          pc.reference_score = ps.initial_score;
+          // Re-tuning: the frozen samples' median it moved from.
+          pc.reference_score = pc.to == AutotunePhase::kRetuning
+                                   ? e.reference
+                                   : ps.initial_score;
           pc.exploration_seconds = ps.exploration_seconds;
           pc.exploration_loss_seconds = ps.exploration_loss_seconds;
           pc.time = e.time;

@@ -50,8 +50,16 @@ void StderrLogSink::OnPhaseChange(const PhaseChangeEvent& e) {
       os << " (the initial configuration was not measured)";
     }
   } else if (e.to == AutotunePhase::kRetuning) {
-    os << "score fell to " << Gbps(e.score)
-       << "; re-tuning around the incumbent";
+    if (e.reference_score > 0) {
+      os << "score " << (e.score < e.reference_score ? "fell" : "rose")
+         << " from " << Gbps(e.reference_score) << " to " << Gbps(e.score)
+         << " (" << std::showpos << std::fixed << std::setprecision(1)
+         << (e.score / e.reference_score - 1) * 100 << std::noshowpos
+         << "%, lasting)";
+    } else {
+      os << "score changed to " << Gbps(e.score);
+    }
+    os << "; the conditions changed, re-tuning around the incumbent";
   } else {
     return;  // warm-up -> exploring is not news
   }

@@ -193,6 +193,9 @@ struct PolicyEvent {
   /// configuration frozen on.
   Config config;
   double score = 0;
+  /// kPhaseChange to kRetuning: the frozen samples' median score, which
+  /// `score` (the sample that decided) fell or rose from.
+  double reference = 0;
   /// `now` of the step that finished the sample / caused the change.
   double time = 0;
   /// kSample: the steps scored, the seconds they took (their sum), and the
