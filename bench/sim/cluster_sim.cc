@@ -34,6 +34,14 @@ double Quantile(std::vector<double> v, double q) {
   return v[lo] + (pos - lo) * (v[hi] - v[lo]);
 }
 
+// The median of figures that may be +inf ("never"): +inf when the upper of
+// the middle two is.
+double MedianOrNever(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  if (std::isinf(v[v.size() / 2])) return INFINITY;
+  return Quantile(v, 0.5);
+}
+
 // fn(0) .. fn(n - 1) on `jobs` threads (this one included), each index
 // once, in no particular order.
 template <typename Fn>
@@ -136,6 +144,72 @@ struct ScaleOptions {
   std::string svg;
 };
 
+// hvdtune's cost of tuning per scenario, medians over seeds of its
+// kCostBudget-sample runs (noiseless scores, hs::CostOf).
+template <typename Task>
+void PrintTuningCost(const ScaleOptions& o,
+                     const std::vector<hs::Problem>& problems,
+                     const std::vector<std::string>& optimizers,
+                     const std::vector<double>& fstar,
+                     const std::vector<Task>& tasks) {
+  const auto it = std::find(optimizers.begin(), optimizers.end(), "hvdtune");
+  if (it == optimizers.end()) return;
+  const std::size_t a = it - optimizers.begin();
+  const int budget = hs::kCostBudget;
+  if (!o.json) {
+    fmt::print(
+        "\nhvdtune's cost of tuning at {0} samples, median over seeds "
+        "(noiseless scores): explore cost = mean over the exploration "
+        "samples of (f* - f(x)) / f*; gain = f(frozen) / f(default); loss = "
+        "sum over them of seconds x (1 - f(x) / f(default)); payback = loss "
+        "/ (gain - 1) seconds of training after the freeze (never: gain <= 1 "
+        "with loss > 0)\n\n"
+        "| scenario | best / default | explore cost @{0} | gain @{0} | "
+        "loss @{0} (s) | payback @{0} (s) | never paid back |\n"
+        "|---|---|---|---|---|---|---|\n",
+        budget);
+  }
+  auto seconds = [](double s) {
+    return std::isinf(s) ? std::string("never") : fmt::format("{:.2f}", s);
+  };
+  for (std::size_t p = 0; p < problems.size(); ++p) {
+    std::vector<double> cost, gain, loss, payback;
+    int never = 0;
+    for (const Task& t : tasks) {
+      if (t.problem != p || t.optimizer != a) continue;
+      const hs::TuningCost c = hs::CostOf(t.exploration, fstar[p]);
+      cost.push_back(c.explore_cost);
+      gain.push_back(c.gain);
+      loss.push_back(c.loss_seconds);
+      payback.push_back(c.payback_seconds);
+      never += std::isinf(c.payback_seconds);
+    }
+    const hs::Problem& pr = problems[p];
+    const std::string& name = pr.scenario().name;
+    const double med_payback = MedianOrNever(payback);
+    if (o.json) {
+      nlohmann::ordered_json row{{"scenario", name},
+                                 {"optimizer", "hvdtune"},
+                                 {"samples", budget},
+                                 {"median_explore_cost", Quantile(cost, 0.5)},
+                                 {"median_gain", Quantile(gain, 0.5)},
+                                 {"median_loss_seconds", Quantile(loss, 0.5)},
+                                 {"median_payback_seconds", nullptr},
+                                 {"never_paid_back", never},
+                                 {"seeds", o.seeds}};
+      if (!std::isinf(med_payback)) row["median_payback_seconds"] = med_payback;
+      std::cout << row.dump() << "\n";
+    } else {
+      fmt::print(
+          "| {} | {:.3f}x | {:.4f} | {:.4f}x | {:.3f} | {} | {} / {} |\n", name,
+          fstar[p] / pr.Score(pr.default_config()), Quantile(cost, 0.5),
+          Quantile(gain, 0.5), Quantile(loss, 0.5), seconds(med_payback), never,
+          cost.size());
+    }
+  }
+  std::cout.flush();
+}
+
 int RunScale(const ScaleOptions& o, const std::string& shapes) {
   std::vector<hs::Scenario> scenarios;
   for (const hs::Scenario& s : hs::DefaultScenarios()) {
@@ -154,12 +228,13 @@ int RunScale(const ScaleOptions& o, const std::string& shapes) {
     std::size_t problem, optimizer;
     int seed;
     hs::Incumbents result;
+    hs::Exploration exploration;  // hvdtune's run at kCostBudget samples
   };
   std::vector<Task> tasks;
   for (std::size_t p = 0; p < problems.size(); ++p)
     for (std::size_t a = 0; a < optimizers.size(); ++a)
       for (int s = 0; s < o.seeds; ++s)
-        tasks.push_back({p, a, o.first_seed + s, {}});
+        tasks.push_back({p, a, o.first_seed + s, {}, {}});
   std::vector<hvdtune::tuner::Config> optimum(problems.size());
   // The optima and the tuning runs in one pool: neither needs the other.
   ParallelFor(problems.size() + tasks.size(), o.jobs, [&](std::size_t i) {
@@ -169,10 +244,11 @@ int RunScale(const ScaleOptions& o, const std::string& shapes) {
     }
     Task& t = tasks[i - problems.size()];
     t.result = hs::RunOptimizer(optimizers[t.optimizer], problems[t.problem],
-                                1000 + t.seed);
+                                1000 + t.seed, &t.exploration);
   });
 
   std::vector<hs::Panel> panels;
+  std::vector<double> fstar(problems.size());
   if (!o.json) {
     fmt::print(
         "{} seeds{}; regret (f* - f(x)) / f* of the incumbent, median / p90\n",
@@ -187,6 +263,7 @@ int RunScale(const ScaleOptions& o, const std::string& shapes) {
     for (const Task& t : tasks)
       if (t.problem == p)
         for (const auto& c : t.result) best = std::max(best, pr.Score(c));
+    fstar[p] = best;
     const double def = pr.Score(pr.default_config());
     const hs::Scenario& sc = pr.scenario();
     if (!o.json) {
@@ -230,6 +307,7 @@ int RunScale(const ScaleOptions& o, const std::string& shapes) {
     panels.push_back(panel);
     std::cout.flush();
   }
+  PrintTuningCost(o, problems, optimizers, fstar, tasks);
   if (!o.svg.empty()) {
     std::ofstream out(o.svg);
     out << hs::RenderSvg(

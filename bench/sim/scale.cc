@@ -165,7 +165,8 @@ struct BestObserved {
 // that straddles a switch is discarded by the policy, as in the runtime).
 Config PolicyRun(const Problem& p, std::uint64_t seed, int budget,
                  const std::vector<tuner::PriorSample>& priors = {},
-                 std::vector<tuner::PolicyEvent>* samples = nullptr) {
+                 std::vector<tuner::PolicyEvent>* samples = nullptr,
+                 tuner::PolicyStatus* frozen_status = nullptr) {
   tuner::AutotunePolicySettings settings;
   settings.warmup_samples = 1;
   settings.steps_per_sample = 1;
@@ -186,7 +187,10 @@ Config PolicyRun(const Problem& p, std::uint64_t seed, int budget,
   for (int i = 0; i < 20 * budget + 100; ++i) {
     if (auto c = policy.TakeConfig()) current = *c;
     const tuner::PolicyStatus st = policy.status();
-    if (st.phase == tuner::Phase::kFrozen) return st.best;
+    if (st.phase == tuner::Phase::kFrozen) {
+      if (frozen_status) *frozen_status = st;
+      return st.best;
+    }
     if (st.phase == tuner::Phase::kOff) {
       throw std::runtime_error("autotune policy failed: " + st.error);
     }
@@ -224,9 +228,51 @@ int SamplesToReach(const Problem& target, std::uint64_t seed, int budget,
   return 0;
 }
 
-Incumbents RunHvdtune(const Problem& p, std::uint64_t seed) {
+TuningCost CostOf(const Exploration& e, double best) {
+  TuningCost c;
+  double below_best = 0;
+  for (const ExploredSample& s : e.samples) {
+    // As the regret: a sample above f* costs nothing (f* is the best any
+    // optimizer returned, not the best anything measured).
+    below_best += std::max(0.0, (best - s.true_score) / best);
+    c.loss_seconds += s.true_seconds * (1 - s.true_score / e.default_score);
+  }
+  if (!e.samples.empty()) c.explore_cost = below_best / e.samples.size();
+  c.gain = e.frozen_score / e.default_score;
+  if (c.loss_seconds <= 0) {
+    c.payback_seconds = 0;
+  } else if (c.gain <= 1) {
+    c.payback_seconds = INFINITY;
+  } else {
+    c.payback_seconds = c.loss_seconds / (c.gain - 1);
+  }
+  return c;
+}
+
+Incumbents RunHvdtune(const Problem& p, std::uint64_t seed,
+                      Exploration* at_cost_budget) {
   Incumbents out;
-  for (int b : kCheckpoints) out.push_back(PolicyRun(p, seed, b));
+  for (int b : kCheckpoints) {
+    if (b != kCostBudget || !at_cost_budget) {
+      out.push_back(PolicyRun(p, seed, b));
+      continue;
+    }
+    std::vector<tuner::PolicyEvent> events;
+    Exploration e;
+    out.push_back(PolicyRun(p, seed, b, {}, &events, &e.status));
+    for (tuner::PolicyEvent& ev : events) {
+      if (ev.phase != tuner::Phase::kExploring &&
+          ev.phase != tuner::Phase::kRetuning)
+        continue;
+      const StepResult r = SimulateStep(p.preset(), p.scenario().cluster,
+                                        p.workload(), p.Knobs(ev.config));
+      e.samples.push_back({std::move(ev.config), ev.score, ev.seconds, ev.steps,
+                           r.bytes_per_s, ev.steps * r.step_s});
+    }
+    e.default_score = p.Score(p.default_config());
+    e.frozen_score = p.Score(out.back());
+    *at_cost_budget = std::move(e);
+  }
   return out;
 }
 
@@ -323,8 +369,8 @@ const std::vector<std::string>& OptimizerNames() {
 }
 
 Incumbents RunOptimizer(const std::string& name, const Problem& p,
-                        std::uint64_t seed) {
-  if (name == "hvdtune") return RunHvdtune(p, seed);
+                        std::uint64_t seed, Exploration* exploration) {
+  if (name == "hvdtune") return RunHvdtune(p, seed, exploration);
   if (name == "random") return RunRandom(p, seed);
   if (name == "horovod_style") return RunHorovodStyle(p, seed);
   if (name == "default") return RunDefault(p, seed);

@@ -53,15 +53,63 @@ class Problem {
 
 inline constexpr int kCheckpoints[] = {10, 20, 40};
 
+/// The budget whose run the cost of tuning is reported for (the "@20"
+/// column).
+inline constexpr int kCostBudget = 20;
+
+/// One sample an hvdtune run scored while exploring (the samples
+/// PolicyStatus's exploration figures add up: not the warm-up sample of
+/// the initial configuration, which the policy counts as the round's first).
+struct ExploredSample {
+  tuner::Config config;
+  /// As the policy measured it: the noisy score and the seconds its steps
+  /// took.
+  double score = 0;
+  double seconds = 0;
+  int steps = 0;
+  /// Noiseless: the configuration's score and its steps' seconds.
+  double true_score = 0;
+  double true_seconds = 0;
+};
+
+/// What one hvdtune run explored before it froze.
+struct Exploration {
+  std::vector<ExploredSample> samples;
+  /// The policy's status at the freeze.
+  tuner::PolicyStatus status;
+  /// Noiseless scores of the default and of the frozen configuration.
+  double default_score = 0;
+  double frozen_score = 0;
+};
+
+/// The cost of tuning of one run on the noiseless surface, `best` = f*.
+struct TuningCost {
+  /// Mean over the exploration samples of (f* - f(sample)) / f*.
+  double explore_cost = 0;
+  /// f(frozen) / f(default).
+  double gain = 1;
+  /// Sum over the exploration samples of seconds x (1 - f(sample) /
+  /// f(default)): training time lost against the default.
+  double loss_seconds = 0;
+  /// Seconds of training under the frozen configuration that win the loss
+  /// back: loss / (gain - 1); 0 when nothing was lost, +inf ("never") when
+  /// the frozen configuration is no faster than the default.
+  double payback_seconds = 0;
+};
+TuningCost CostOf(const Exploration& e, double best);
+
 /// Incumbent configuration after 10, 20 and 40 samples of one seed.
 using Incumbents = std::vector<tuner::Config>;
-Incumbents RunHvdtune(const Problem& p, std::uint64_t seed);
+/// `at_cost_budget`, if given, receives what the kCostBudget run explored.
+Incumbents RunHvdtune(const Problem& p, std::uint64_t seed,
+                      Exploration* at_cost_budget = nullptr);
 Incumbents RunRandom(const Problem& p, std::uint64_t seed);
 Incumbents RunHorovodStyle(const Problem& p, std::uint64_t seed);
 Incumbents RunDefault(const Problem& p, std::uint64_t seed);
 const std::vector<std::string>& OptimizerNames();
+/// `exploration`: filled for "hvdtune" (RunHvdtune), left alone otherwise.
 Incumbents RunOptimizer(const std::string& name, const Problem& p,
-                        std::uint64_t seed);
+                        std::uint64_t seed, Exploration* exploration = nullptr);
 
 /// Transfer, as the config store does it for a job with a similar
 /// fingerprint: one autotuned run of `source` (`budget` samples, the

@@ -185,6 +185,99 @@ TEST(ClusterSim, PolicyRunIsReproducibleAndBeatsNothingWorse) {
   EXPECT_GE(p.Score(a[2]), 0.9 * p.Score(p.default_config()));
 }
 
+TEST(ClusterSim, CostOfTuningAddsUpTheRecordedSamples) {
+  // bert-base on PCIe + 25 GbE: the default is ~3x from the best, so the
+  // run explores configurations both sides of it and freezes on a faster
+  // one.
+  Scenario s{"t", "pcie-25gbe", {2, 4}, "bert-base", 0.05};
+  const Problem p(s, Shapes());
+  Exploration e;
+  const Incumbents with = RunHvdtune(p, 11, &e);
+  // Recording the samples does not change the run.
+  EXPECT_EQ(with, RunHvdtune(p, 11));
+  const tuner::PolicyStatus& st = e.status;
+  ASSERT_EQ(st.phase, tuner::Phase::kFrozen);
+  EXPECT_EQ(st.best, with[1]);
+  // The exploring samples are the ones the policy accounts: every
+  // exploration sample but the first (the warm-up sample of the default).
+  ASSERT_EQ(static_cast<int>(e.samples.size()), kCostBudget - 1);
+  ASSERT_EQ(static_cast<int>(e.samples.size()), st.exploration_samples - 1);
+  double seconds = 0, loss = 0, score = 0;
+  for (const ExploredSample& x : e.samples) {
+    seconds += x.seconds;
+    loss += x.seconds * (1 - x.score / st.initial_score);
+    score += x.score;
+    EXPECT_EQ(x.true_score, p.Score(x.config));
+    EXPECT_NEAR(x.true_seconds * x.true_score,
+                x.steps * static_cast<double>(p.workload().total_bytes()),
+                1e-9 * x.true_seconds * x.true_score);
+  }
+  EXPECT_NEAR(seconds, st.exploration_seconds, 1e-12 * seconds);
+  EXPECT_NEAR(loss, st.exploration_loss_seconds, 1e-9 * seconds);
+  EXPECT_NEAR(score / e.samples.size(), st.exploration_mean_score,
+              1e-12 * st.exploration_mean_score);
+
+  // The noiseless figures, recomputed from the samples.
+  const double def = p.Score(p.default_config());
+  double best = p.Score(p.SearchOptimum());
+  for (const ExploredSample& x : e.samples) best = std::max(best, x.true_score);
+  EXPECT_EQ(e.default_score, def);
+  EXPECT_EQ(e.frozen_score, p.Score(with[1]));
+  double below = 0, true_loss = 0;
+  for (const ExploredSample& x : e.samples) {
+    below += (best - x.true_score) / best;
+    true_loss += x.true_seconds * (1 - x.true_score / def);
+  }
+  const TuningCost c = CostOf(e, best);
+  EXPECT_NEAR(c.explore_cost, below / e.samples.size(), 1e-12);
+  EXPECT_GT(c.explore_cost, 0);
+  EXPECT_LT(c.explore_cost, 1);
+  EXPECT_NEAR(c.gain, p.Score(with[1]) / def, 1e-12);
+  EXPECT_GT(c.gain, 2) << "the frozen configuration is far ahead of the "
+                          "default here";
+  EXPECT_NEAR(c.loss_seconds, true_loss, 1e-12 * std::abs(true_loss) + 1e-15);
+  if (c.loss_seconds > 0) {
+    EXPECT_NEAR(c.payback_seconds, c.loss_seconds / (c.gain - 1),
+                1e-12 * c.payback_seconds);
+  } else {
+    EXPECT_EQ(c.payback_seconds, 0);
+  }
+}
+
+TEST(ClusterSim, CostOfTuningEdgeCases) {
+  Exploration e;
+  e.default_score = 100;
+  e.frozen_score = 100;
+  // Every sample at f*: exploring cost nothing against the best.
+  for (double f : {200.0, 200.0, 200.0})
+    e.samples.push_back({{}, f, 1.0, 1, f, 1.0});
+  TuningCost c = CostOf(e, 200);
+  EXPECT_EQ(c.explore_cost, 0);
+  EXPECT_EQ(c.gain, 1);
+  // Faster than the default throughout: nothing to win back.
+  EXPECT_LT(c.loss_seconds, 0);
+  EXPECT_EQ(c.payback_seconds, 0);
+
+  // Slower samples, frozen back on the default: never paid back.
+  e.samples = {{{}, 50, 2.0, 1, 50, 2.0}, {{}, 100, 1.0, 1, 100, 1.0}};
+  c = CostOf(e, 200);
+  EXPECT_DOUBLE_EQ(c.explore_cost, (0.75 + 0.5) / 2);
+  EXPECT_DOUBLE_EQ(c.loss_seconds, 1.0);  // 2 s at half the speed
+  EXPECT_TRUE(std::isinf(c.payback_seconds));
+
+  // Frozen 25% faster: 1 s lost is won back in 4 s.
+  e.frozen_score = 125;
+  c = CostOf(e, 200);
+  EXPECT_DOUBLE_EQ(c.gain, 1.25);
+  EXPECT_DOUBLE_EQ(c.payback_seconds, 4.0);
+
+  // A sample above f* (f* is the best returned, not the best measured)
+  // costs nothing rather than less than nothing.
+  e.samples = {{{}, 250, 1.0, 1, 250, 1.0}, {{}, 150, 1.0, 1, 150, 1.0}};
+  c = CostOf(e, 200);
+  EXPECT_DOUBLE_EQ(c.explore_cost, 0.25 / 2);
+}
+
 TEST(ClusterSim, TransferFromASmallerJobReachesTheOptimumSooner) {
   // bert-base on PCIe + 25 GbE: the defaults are ~3x from the best, so a
   // fresh run must explore; the samples of the same model on half the
