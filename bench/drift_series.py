@@ -19,6 +19,11 @@ written:
           by side with the new link's grid best.
   warm    one run fills a fresh config store, then --runs runs start from
           it; counts each later run's exploration samples (the goal is none).
+  conditions  on the cluster, one run fills a fresh store across a link
+          change (--change FROM:TO once tuning froze; stopped once it froze
+          again), then --runs runs of --steps steps start from it on FROM
+          and TO in turn: which stored condition each confirmed, and its
+          exploration samples (the goal is none).
 
   bench/drift_series.py steady --where node --runs 10 --steps 1000 \\
       --workload many-small
@@ -301,9 +306,70 @@ def warm(args, cluster, work):
                                        explored.count(0), args.runs))
 
 
+def conditions(args, cluster, work):
+    """One run fills a store across a link change (FROM, then TO once it
+    froze; it is stopped once it froze again), then runs from the store
+    alternate the links; each says which stored condition it confirmed."""
+    old, new, node = parse_change(args.change)
+    if node:
+        raise SystemExit("conditions: --change FROM:TO of every link")
+    db = os.path.join(work, "store.db")
+    extra = {"HOROVOD_AUTOTUNE_DB": db, "HVDTUNE_AUTOTUNE_STORE": "auto"}
+    cluster("set", "--link", old)
+    log = os.path.join(work, "fill.csv")
+    with open(os.path.join(work, "fill.out"), "w") as out:
+        proc = launch(args, "cluster", cluster.cid, 1000000,
+                      job_env(args, log, extra), out)
+        t0 = time.time()
+        changed_at = None
+        try:
+            while proc.poll() is None and time.time() - t0 < args.timeout:
+                time.sleep(0.2)
+                rows = read_log(log)
+                frozen = [i for i, r in enumerate(rows) if r["phase"] == "frozen"]
+                if changed_at is None:
+                    if len(frozen) >= args.frozen_before:
+                        cluster("set", "--link", new)
+                        changed_at = len(rows)
+                    continue
+                r = [i for i in retunes(rows) if i >= changed_at]
+                if r and sum(i > r[0] for i in frozen) >= args.frozen_before:
+                    time.sleep(1)  # the store's writer catches up
+                    break
+        finally:
+            stop(proc)
+    rows = read_log(log)
+    froze = [r for r in rows if r["phase"] == "frozen"]
+    print("fill: %s, then %s: froze on %s, then on %s (%d samples)" % (
+        old, new, froze[0]["allreduce_algorithm"] if froze else "-",
+        froze[-1]["allreduce_algorithm"] if froze else "-", len(rows)), flush=True)
+    explored = []
+    for run in range(args.runs):
+        link = (old, new)[run % 2]
+        cluster("set", "--link", link)
+        log = os.path.join(work, "run%d.csv" % run)
+        name = os.path.join(work, "run%d.out" % run)
+        with open(name, "w") as out:
+            rc = launch(args, "cluster", cluster.cid, args.steps,
+                        job_env(args, log, extra), out).wait()
+        rows = read_log(log)
+        n = sum(r["phase"] == "exploring" for r in rows)
+        explored.append(n)
+        with open(name) as f:
+            said = [l.split("autotune: ", 1)[1].split(" (")[0] for l in f
+                    if "confirmed the stored best" in l]
+        froze = [r for r in rows if r["phase"] == "frozen"]
+        print("run %d at %s: exit %d, %d exploring samples, %s, froze on %s" % (
+            run + 1, link, rc, n, said[0] if said else "no stored best confirmed",
+            froze[0]["allreduce_algorithm"] if froze else "-"), flush=True)
+    print("conditions %s: exploration samples of the %d runs from the store: %s; "
+          "%d of %d explored none" % (args.change, args.runs, explored,
+                                       explored.count(0), args.runs))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("series", choices=("steady", "drift", "warm"))
+    ap.add_argument("series", choices=("steady", "drift", "warm", "conditions"))
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--where", choices=("node", "cluster"), default="cluster",
                     help="steady and warm: one node or the emulated cluster")
@@ -335,7 +401,7 @@ def main():
     ap.add_argument("--keep", help="directory for the logs (default: a temporary one)")
     args = ap.parse_args()
 
-    on_cluster = args.series == "drift" or args.where == "cluster"
+    on_cluster = args.series in ("drift", "conditions") or args.where == "cluster"
     cluster = None
     if on_cluster:
         why = subprocess.run([CLUSTER, "check"], capture_output=True, text=True)
@@ -343,13 +409,15 @@ def main():
             print(why.stdout.strip() or why.stderr.strip(), file=sys.stderr)
             return 3
         cluster = Cluster(("drift%d" % os.getpid())[:16])
-        first = parse_change(args.change)[0] if args.series == "drift" else args.link
+        first = (parse_change(args.change)[0] if args.series in ("drift", "conditions")
+                 else args.link)
         cluster("up", "2", "2", "--link", first, "--owner", str(os.getpid()))
     work = args.keep or tempfile.mkdtemp(prefix="hvdtune_drift_")
     os.makedirs(work, exist_ok=True)
     print("# %s series; logs in %s" % (args.series, work), flush=True)
     try:
-        {"steady": steady, "drift": drift, "warm": warm}[args.series](args, cluster, work)
+        {"steady": steady, "drift": drift, "warm": warm,
+         "conditions": conditions}[args.series](args, cluster, work)
     finally:
         if cluster:
             cluster("down", check=False)
