@@ -265,8 +265,8 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
       if (drift_cusum.drop <= threshold && drift_cusum.rise <= threshold) {
         return std::nullopt;
       }
-      SetPhase(Phase::kRetuning, current, score, now).reference =
-          std::exp(ref.location);
+      const double reference = std::exp(ref.location);
+      SetPhase(Phase::kRetuning, current, score, now).reference = reference;
       ++status.retunes;
       frozen_logs.clear();
       drift_pending.clear();
@@ -276,6 +276,7 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
       job.kind = Job::Kind::kRetune;
       job.config = current;
       job.score = score;
+      job.reference = reference;
       job.time = now;
       job.seed = settings.seed +
                  static_cast<std::uint64_t>(status.exploration_samples);
@@ -342,14 +343,32 @@ AutotunePolicy::State::Result AutotunePolicy::State::Run(const Job& job) {
       case Job::Kind::kObserve:
         optimizer->Observe(job.config, job.score);
         break;
-      case Job::Kind::kRetune:
-        // A fresh model: the old observations describe conditions that no
-        // longer hold. The incumbent under today's conditions comes first.
+      case Job::Kind::kRetune: {
+        // A new model under the new conditions. The last round's own
+        // observations come over as priors, scaled by how far the
+        // incumbent moved (its score now against the frozen samples'
+        // median): they keep the shape of the surface, the new samples
+        // say where it changed. Only configurations measured under the new
+        // conditions can be frozen on (own_begin). The incumbent under
+        // today's conditions is the round's first sample.
+        std::vector<Observation> old;
+        if (optimizer) {
+          const auto& seen = optimizer->observations();
+          old.assign(seen.begin() + static_cast<std::ptrdiff_t>(
+                                        std::min(own_begin, seen.size())),
+                     seen.end());
+        }
+        const double scale =
+            job.reference > 0 && job.score > 0 ? job.score / job.reference : 1;
         optimizer = std::make_unique<BayesianOptimizer>(
-            space, OptimizerSettings(job.seed, 0, job.budget));
-        own_begin = 0;
+            space, OptimizerSettings(job.seed, old.size(), job.budget));
+        for (const Observation& o : old) {
+          optimizer->Observe(o.config, o.score * scale);
+        }
+        own_begin = old.size();
         optimizer->Observe(job.config, job.score);
         break;
+      }
     }
     return Decide(job);
   } catch (const std::exception& e) {

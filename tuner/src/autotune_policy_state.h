@@ -107,6 +107,9 @@ struct AutotunePolicy::State {
     std::uint64_t seed = 0;
     int round_samples = 0;  // samples of this round, this one included
     int budget = 0;         // samples the round may take
+    // kRetune: the frozen samples' median score before the change (the
+    // scale that the old observations are carried over by).
+    double reference = 0;
     // kStart: stored conditions' configurations tried before `config`,
     // with their confirmation scores (observed after the priors).
     std::vector<PriorSample> tried;
