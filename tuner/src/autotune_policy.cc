@@ -41,18 +41,22 @@ double StudentT975(int dof) {
 
 }  // namespace
 
+RobustSpread RobustSpreadOf(const std::vector<double>& values) {
+  RobustSpread r;
+  r.median = internal::Median(values);
+  std::vector<double> deviation(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    deviation[i] = std::fabs(values[i] - r.median);
+  }
+  r.spread = 1.4826 * internal::Median(std::move(deviation));
+  return r;
+}
+
 double MedianLogHalfWidth(const std::vector<double>& logs) {
   const std::size_t n = logs.size();
   if (n < 2) return std::numeric_limits<double>::infinity();
-  const double center = internal::Median(logs);
-  std::vector<double> deviation(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    deviation[i] = std::fabs(logs[i] - center);
-  }
-  // 1.4826 MAD estimates a normal sd without letting a rare stall (a step
-  // three times slower) widen it; the median's standard error is 1.2533
-  // times the mean's.
-  const double spread = 1.4826 * internal::Median(std::move(deviation));
+  // The median's standard error is 1.2533 times the mean's.
+  const double spread = RobustSpreadOf(logs).spread;
   return StudentT975(static_cast<int>(n) - 1) * 1.2533 * spread /
          std::sqrt(static_cast<double>(n));
 }

@@ -20,19 +20,15 @@ double Median(std::vector<double> v) {
 DriftReference DriftReferenceOf(const std::vector<double>& logs,
                                 double retune_drop) {
   DriftReference r;
-  r.location = Median(logs);
-  std::vector<double> deviation(logs.size());
-  for (std::size_t i = 0; i < logs.size(); ++i) {
-    deviation[i] = std::fabs(logs[i] - r.location);
-  }
-  // 1.4826 MAD estimates a normal sd; a drop of retune_drop is at least
-  // three of the floor, so a job quieter than that still needs a drop of
-  // about retune_drop to re-tune.
-  const double floor = std::log(1.0 / (1.0 - retune_drop)) / 3.0;
+  const RobustSpread robust = RobustSpreadOf(logs);
+  r.location = robust.median;
+  // A drop of retune_drop is at least three of the floor, so a job quieter
+  // than that still needs a drop of about retune_drop to re-tune.
+  const double floor = RetuneDropLog(retune_drop) / 3.0;
   // A spread estimated from few samples is often far too small: widen it
   // by 1 + 2 / n (1.4 for the first 5 samples, 1.03 for 64).
   const double n = static_cast<double>(logs.size());
-  const double mad = 1.4826 * Median(std::move(deviation)) * (1 + 2 / n);
+  const double mad = robust.spread * (1 + 2 / n);
   // The slow tail. On a loaded machine a sample now and then dips far
   // below the others (a neighbour's burst of load); the median absolute
   // deviation ignores such dips, and drops measured in it would count them
@@ -53,6 +49,25 @@ DriftReference DriftReferenceOf(const std::vector<double>& logs,
   return r;
 }
 
+namespace {
+
+enum class Sides { kBelow, kBoth };
+
+// Whether `log_confirmed` lies within the larger of retune_drop and
+// kConfirmSpreads of the spread of `logs` (not empty) from their median:
+// below it only, or either way.
+bool WithinReference(const std::vector<double>& logs, double retune_drop,
+                     double log_confirmed, Sides sides) {
+  const DriftReference ref = DriftReferenceOf(logs, retune_drop);
+  const double tolerance =
+      std::max(RetuneDropLog(retune_drop), kConfirmSpreads * ref.scale);
+  const double moved = log_confirmed - ref.location;
+  return sides == Sides::kBoth ? std::fabs(moved) <= tolerance
+                               : moved >= -tolerance;
+}
+
+}  // namespace
+
 bool Confirms(const PolicyStart& start, double retune_drop, double confirmed) {
   if (!(confirmed > 0)) return false;
   // The stored run's own samples of the configuration, where there are
@@ -64,14 +79,13 @@ bool Confirms(const PolicyStart& start, double retune_drop, double confirmed) {
       logs.push_back(std::log(p.score));
     }
   }
-  double reference = std::log(std::max(start.known_best_score, 1e-300));
-  double tolerance = std::log(1.0 / (1.0 - retune_drop));
   if (logs.size() >= kConfirmMinSamples) {
-    const DriftReference ref = DriftReferenceOf(logs, retune_drop);
-    reference = ref.location;
-    tolerance = std::max(tolerance, kConfirmSpreads * ref.scale);
+    return WithinReference(logs, retune_drop, std::log(confirmed),
+                           Sides::kBelow);
   }
-  return std::log(confirmed) >= reference - tolerance;
+  return std::log(confirmed) >=
+         std::log(std::max(start.known_best_score, 1e-300)) -
+             RetuneDropLog(retune_drop);
 }
 
 bool ConfirmsCondition(const KnownCondition& condition, double retune_drop,
@@ -85,15 +99,12 @@ bool ConfirmsCondition(const KnownCondition& condition, double retune_drop,
   // The drift detector's reference of the condition's frozen samples: a
   // confirmation that moved more than the change the detector would re-tune
   // for, either way, was measured under other conditions.
-  const DriftReference ref = DriftReferenceOf(logs, retune_drop);
-  const double tolerance = std::max(std::log(1.0 / (1.0 - retune_drop)),
-                                    kConfirmSpreads * ref.scale);
-  return std::fabs(std::log(confirmed) - ref.location) <= tolerance;
+  return WithinReference(logs, retune_drop, std::log(confirmed), Sides::kBoth);
 }
 
 double DriftIncrement(double z, const DriftReference& ref, double retune_drop) {
   const double slack =
-      std::max(kDriftSlack, std::log(1.0 / (1.0 - retune_drop)) / ref.scale);
+      std::max(kDriftSlack, RetuneDropLog(retune_drop) / ref.scale);
   const double clip = std::max(kDriftClip, slack + 1);
   return (std::min(z, clip) - slack) / (clip - slack);
 }

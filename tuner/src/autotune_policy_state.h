@@ -27,6 +27,12 @@ constexpr std::size_t kMaxQueuedEvents = 10000;
 /// The median of `v` (not empty).
 double Median(std::vector<double> v);
 
+/// ln(1 / (1 - retune_drop)): the smallest lasting change, in log score,
+/// that re-tunes or fails a confirmation.
+inline double RetuneDropLog(double retune_drop) {
+  return std::log(1.0 / (1.0 - retune_drop));
+}
+
 // The drift detector of the frozen phase: two one-sided CUSUMs, of drops
 // and of rises in log score, in units of the frozen samples' own spread.
 // Frozen samples that only make the reference, before any test.

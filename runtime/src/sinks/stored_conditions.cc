@@ -4,14 +4,10 @@
 #include <cmath>
 #include <string>
 
+#include "hvdtune/tuner/autotune_policy.h"
+
 namespace hvdtune::internal {
 namespace {
-
-double MedianOf(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Drops the trailing samples of a segment that a re-tune ended which lie
 // beyond 3 spreads from its median, on the side the last one is.
@@ -20,11 +16,7 @@ void TrimDrift(std::vector<double>& scores) {
   std::vector<double> logs(scores.size());
   std::transform(scores.begin(), scores.end(), logs.begin(),
                  [](double x) { return std::log(x); });
-  const double median = MedianOf(logs);
-  std::vector<double> deviation(logs.size());
-  std::transform(logs.begin(), logs.end(), deviation.begin(),
-                 [&](double x) { return std::fabs(x - median); });
-  const double spread = 1.4826 * MedianOf(deviation);
+  const auto [median, spread] = tuner::RobustSpreadOf(logs);
   const double side = logs.back() < median ? -1.0 : 1.0;
   std::size_t keep = logs.size();
   while (keep > 1 && side * (logs[keep - 1] - median) > 3 * spread) --keep;

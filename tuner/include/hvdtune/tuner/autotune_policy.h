@@ -141,6 +141,16 @@ struct AutotunePolicySettings {
   BayesOptSettings optimizer = DefaultPolicyOptimizerSettings();
 };
 
+/// A centre and a spread of `values` that a rare outlier (a step three
+/// times slower) does not move: their median, and 1.4826 x their median
+/// absolute deviation from it (the standard deviation, for normal noise).
+struct RobustSpread {
+  double median = 0;
+  double spread = 0;
+};
+/// The RobustSpread of `values` (not empty).
+RobustSpread RobustSpreadOf(const std::vector<double>& values);
+
 /// The 95% confidence half-width, in log units, of the median of the log
 /// step scores `logs`: t(0.975, n - 1) x 1.2533 x 1.4826 x MAD / sqrt(n)
 /// (the median's standard error under normal noise). Infinite for fewer
