@@ -66,10 +66,54 @@ constexpr Train kTrain[] = {
     {"many-small", 1, 5, 17.7, 8.63},   {"many-small", 1, 20, 28.7, 8.60},
 };
 
+// synthetic_train on the emulated cluster, 2 nodes x 2 ranks
+// (bench/cluster_calibration.py: default knobs but the allreduce algorithm,
+// 5 warm-up and 20 measured steps, medians of 3 interleaved rounds): step
+// ms and rank 0's compute ms in the same runs.
+struct ClusterTrain {
+  const char* link;
+  const char* workload;
+  double scale;
+  const char* algorithm;
+  double step_ms, compute_ms;
+};
+constexpr ClusterTrain kClusterTrain[] = {
+    {"1gbe", "resnet50", 0.25, "native", 380.3, 47.3},
+    {"1gbe", "resnet50", 0.25, "ring", 379.6, 48.7},
+    {"1gbe", "resnet50", 0.25, "hierarchical", 263.5, 49.4},
+    {"1gbe", "bert-base", 0.1, "native", 648.1, 85.0},
+    {"1gbe", "bert-base", 0.1, "ring", 634.5, 85.5},
+    {"1gbe", "bert-base", 0.1, "hierarchical", 436.7, 85.0},
+    {"1gbe", "many-small", 1, "native", 61.6, 4.0},
+    {"1gbe", "many-small", 1, "ring", 68.5, 7.8},
+    {"1gbe", "many-small", 1, "hierarchical", 48.2, 7.8},
+    {"10gbe", "resnet50", 0.25, "native", 104.1, 52.8},
+    {"10gbe", "resnet50", 0.25, "ring", 119.1, 55.5},
+    {"10gbe", "resnet50", 0.25, "hierarchical", 99.7, 55.5},
+    {"10gbe", "bert-base", 0.1, "native", 184.2, 98.9},
+    {"10gbe", "bert-base", 0.1, "ring", 203.6, 121.6},
+    {"10gbe", "bert-base", 0.1, "hierarchical", 166.5, 95.8},
+    {"10gbe", "many-small", 1, "native", 20.6, 7.8},
+    {"10gbe", "many-small", 1, "ring", 21.6, 7.4},
+    {"10gbe", "many-small", 1, "hierarchical", 21.6, 7.8},
+};
+
 std::string SizeName(double bytes) {
   return bytes >= kMiB
              ? std::to_string(static_cast<int>(bytes / kMiB)) + " MiB"
              : std::to_string(static_cast<int>(bytes / kKiB)) + " KiB";
+}
+
+// A workload's gradients scaled as synthetic_train --scale does (whole
+// float32 elements, at least one).
+Workload ScaledWorkload(const char* name, double scale,
+                        const std::string& shapes_dir) {
+  Workload w = MakeWorkload(name, shapes_dir);
+  for (Gradient& g : w.gradients) {
+    g.bytes = std::max<std::int64_t>(
+        4, static_cast<std::int64_t>(std::llround(g.bytes * scale / 4)) * 4);
+  }
+  return w;
 }
 
 }  // namespace
@@ -133,12 +177,7 @@ std::vector<CalibrationRow> Calibrate(const Preset& shm, const Preset& loopback,
                     NegotiationSeconds(shm, {1, 4}, n.tensors, false)});
   }
   for (const Train& t : kTrain) {
-    Workload w = MakeWorkload(t.workload, shapes_dir);
-    for (Gradient& g : w.gradients) {
-      g.bytes = std::max<std::int64_t>(
-          4,
-          static_cast<std::int64_t>(std::llround(g.bytes * t.scale / 4)) * 4);
-    }
+    Workload w = ScaledWorkload(t.workload, t.scale, shapes_dir);
     const double total = static_cast<double>(w.total_bytes());
     for (Gradient& g : w.gradients)
       g.backward_s = t.compute_ms * 1e-3 * g.bytes / total;
@@ -158,30 +197,12 @@ std::vector<CalibrationRow> Calibrate(const Preset& shm, const Preset& loopback,
   return rows;
 }
 
-void FitPresets(Preset& shm, Preset& loopback, const std::string& shapes_dir) {
-  // The fitted constants; the loopback preset shares the host constants.
-  // reduce_bw is not fitted: with the reduction and the transfer in
-  // one max() the two trade off, and the search drives reduce_bw to
-  // infinity; it keeps the wave-1 fit's 4.26 GB/s.
-  double* params[] = {&shm.intra_alpha,      &shm.intra_bw,     &shm.copy_bw,
-                      &shm.call_s,           &shm.segment_s,    &shm.cycle_s,
-                      &shm.tensor_s,         &shm.cached_s,     &shm.request_s,
-                      &loopback.inter_alpha, &loopback.inter_bw};
-  auto loss = [&] {
-    Preset lb = loopback;
-    const double inter_alpha = lb.inter_alpha, inter_bw = lb.inter_bw;
-    lb = shm;
-    lb.name = loopback.name;
-    lb.inter_alpha = inter_alpha;
-    lb.inter_bw = inter_bw;
-    double sum = 0;
-    const auto rows = Calibrate(shm, lb, shapes_dir);
-    for (const CalibrationRow& r : rows) {
-      const double e = std::log(r.predicted_s / r.measured_s);
-      sum += e * e;
-    }
-    return sum / rows.size();
-  };
+namespace {
+
+// Log-space coordinate search: each parameter multiplied by exp(+-step),
+// kept where `loss` falls, the step shrinking from 1 to 0.01.
+template <typename Loss>
+void CoordinateSearch(const std::vector<double*>& params, Loss loss) {
   double best = loss();
   for (double step = 1.0; step > 0.01; step *= 0.6) {
     for (bool improved = true; improved;) {
@@ -201,6 +222,35 @@ void FitPresets(Preset& shm, Preset& loopback, const std::string& shapes_dir) {
       }
     }
   }
+}
+
+}  // namespace
+
+double MeanSquaredLogError(const std::vector<CalibrationRow>& rows) {
+  double sum = 0;
+  for (const CalibrationRow& r : rows) {
+    const double e = std::log(r.predicted_s / r.measured_s);
+    sum += e * e;
+  }
+  return sum / static_cast<double>(rows.size());
+}
+
+void FitPresets(Preset& shm, Preset& loopback, const std::string& shapes_dir) {
+  // The fitted constants; the loopback preset shares the host constants.
+  // reduce_bw is not fitted: with the reduction and the transfer in
+  // one max() the two trade off, and the search drives reduce_bw to
+  // infinity; it keeps the wave-1 fit's 4.26 GB/s.
+  const std::vector<double*> params = {
+      &shm.intra_alpha, &shm.intra_bw,         &shm.copy_bw,      &shm.call_s,
+      &shm.segment_s,   &shm.cycle_s,          &shm.tensor_s,     &shm.cached_s,
+      &shm.request_s,   &loopback.inter_alpha, &loopback.inter_bw};
+  CoordinateSearch(params, [&] {
+    Preset lb = shm;
+    lb.name = loopback.name;
+    lb.inter_alpha = loopback.inter_alpha;
+    lb.inter_bw = loopback.inter_bw;
+    return MeanSquaredLogError(Calibrate(shm, lb, shapes_dir));
+  });
   const double inter_alpha = loopback.inter_alpha, inter_bw = loopback.inter_bw;
   const std::string name = loopback.name, description = loopback.description;
   loopback = shm;
@@ -208,6 +258,61 @@ void FitPresets(Preset& shm, Preset& loopback, const std::string& shapes_dir) {
   loopback.description = description;
   loopback.inter_alpha = inter_alpha;
   loopback.inter_bw = inter_bw;
+}
+
+std::vector<std::string> EmulatedLinks() {
+  std::vector<std::string> links;
+  for (const ClusterTrain& t : kClusterTrain) {
+    if (std::find(links.begin(), links.end(), t.link) == links.end()) {
+      links.emplace_back(t.link);
+    }
+  }
+  return links;
+}
+
+std::string EmulatedPresetName(const std::string& link) {
+  return "emulated-" + link;
+}
+
+std::vector<CalibrationRow> CalibrateCluster(const Preset& preset,
+                                             const std::string& link,
+                                             const std::string& shapes_dir) {
+  std::vector<CalibrationRow> rows;
+  const Cluster cluster{2, 2};
+  for (const ClusterTrain& t : kClusterTrain) {
+    if (link != t.link) continue;
+    Workload w = ScaledWorkload(t.workload, t.scale, shapes_dir);
+    const double total = static_cast<double>(w.total_bytes());
+    for (Gradient& g : w.gradients)
+      g.backward_s = t.compute_ms * 1e-3 * g.bytes / total;
+    w.forward_s = 0;
+    Preset p = preset;  // the compute is the measured one
+    p.compute_scale = 1;
+    p.cpu_share = 0;
+    KnobSettings k;
+    int algorithm = 0;
+    while (algorithm < 3 &&
+           std::string(kAlgorithms[algorithm]) != t.algorithm) {
+      ++algorithm;
+    }
+    k.Set(KnobId::kAllreduceAlgorithm, algorithm);
+    char name[64];
+    std::snprintf(name, sizeof name, "%s x%g", t.workload, t.scale);
+    rows.push_back({"synthetic_train 2x2 " + link, name, t.algorithm,
+                    t.step_ms * 1e-3, SimulateStep(p, cluster, w, k).step_s});
+  }
+  return rows;
+}
+
+void FitLink(Preset& preset, const std::string& link,
+             const std::string& shapes_dir) {
+  // A constant at 0 never moves in a multiplicative search: start the
+  // per-tensor cost from one node's.
+  if (!(preset.tensor_s > 0)) preset.tensor_s = FindPreset("cpu-shm").tensor_s;
+  CoordinateSearch(
+      {&preset.inter_bw, &preset.segment_s, &preset.tensor_s}, [&] {
+        return MeanSquaredLogError(CalibrateCluster(preset, link, shapes_dir));
+      });
 }
 
 }  // namespace hvdtune::sim

@@ -1,7 +1,9 @@
 // Calibration of the CPU presets against measurements of this machine
 // (docs/simulator.md, "Calibration"): lone allreduce calls on 4 ranks
 // and on 2 emulated nodes x 2 ranks, fusion steps, negotiation per cycle,
-// and synthetic_train steps at several cycle times (the cycle loop).
+// and synthetic_train steps at several cycle times (the cycle loop); and of
+// the emulated-cluster presets against training steps on the emulated
+// cluster (tools/cluster.sh, 2 nodes x 2 ranks, per link preset).
 #pragma once
 
 #include <string>
@@ -25,9 +27,37 @@ struct CalibrationRow {
 std::vector<CalibrationRow> Calibrate(const Preset& shm, const Preset& loopback,
                                       const std::string& shapes_dir);
 
+/// The mean over `rows` (not empty) of the squared log of predicted over
+/// measured: what the fits minimise.
+double MeanSquaredLogError(const std::vector<CalibrationRow>& rows);
+
 /// Fits the host and link constants of the two presets (log-space
 /// coordinate search on the mean squared log error); returns the fitted
 /// presets in place.
 void FitPresets(Preset& shm, Preset& loopback, const std::string& shapes_dir);
+
+/// The link presets of the emulated cluster that have measurements, by
+/// tools/cluster.sh's name: "1gbe", "10gbe".
+std::vector<std::string> EmulatedLinks();
+
+/// The simulator's preset of the emulated cluster on `link`:
+/// "emulated-" + link.
+std::string EmulatedPresetName(const std::string& link);
+
+/// synthetic_train steps on the emulated cluster with `link` (2 nodes x 2
+/// ranks; default knobs but the allreduce algorithm; three workloads), each
+/// with the prediction of `preset`, given the compute measured in the same
+/// runs.
+std::vector<CalibrationRow> CalibrateCluster(const Preset& preset,
+                                             const std::string& link,
+                                             const std::string& shapes_dir);
+
+/// Fits `preset` to the steps measured on `link`, in place: the link's
+/// bandwidth (inter_bw) and the two host costs that TCP between the nodes
+/// changes (segment_s: a ring segment is a TCP send and receive;
+/// tensor_s: the cycle thread shares the cores with the kernel's TCP
+/// work). The other constants are held: cpu-shm's, and inter_alpha.
+void FitLink(Preset& preset, const std::string& link,
+             const std::string& shapes_dir);
 
 }  // namespace hvdtune::sim

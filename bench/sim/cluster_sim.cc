@@ -56,23 +56,7 @@ void ParallelFor(std::size_t n, int jobs, const Fn& fn) {
   for (auto& t : threads) t.join();
 }
 
-int RunCalibrate(bool fit, const std::string& shapes) {
-  hs::Preset shm = hs::FindPreset("cpu-shm"),
-             loop = hs::FindPreset("cpu-loopback");
-  if (fit) {
-    hs::FitPresets(shm, loop, shapes);
-    fmt::print("fitted constants (cpu-shm; cpu-loopback shares them):\n");
-    fmt::print(
-        "  intra_alpha {:.3g} s, intra_bw {:.3g} B/s, reduce_bw {:.3g} B/s, "
-        "copy_bw {:.3g} B/s\n  call_s {:.3g}, segment_s {:.3g}, cycle_s "
-        "{:.3g}, "
-        "tensor_s {:.3g}, cached_s {:.3g}, request_s {:.3g}\n"
-        "  loopback inter_alpha {:.3g} s, inter_bw {:.3g} B/s\n\n",
-        shm.intra_alpha, shm.intra_bw, shm.reduce_bw, shm.copy_bw, shm.call_s,
-        shm.segment_s, shm.cycle_s, shm.tensor_s, shm.cached_s, shm.request_s,
-        loop.inter_alpha, loop.inter_bw);
-  }
-  const auto rows = hs::Calibrate(shm, loop, shapes);
+void PrintCalibration(const std::vector<hs::CalibrationRow>& rows) {
   fmt::print(
       "| bench | size / workload | algorithm | measured ms | predicted ms | "
       "error |\n");
@@ -90,6 +74,37 @@ int RunCalibrate(bool fit, const std::string& shapes) {
       "\n{} of {} rows within 25%; median |error| {:.1f}%, max {:.1f}%\n",
       within, rows.size(), Quantile(errors, 0.5) * 100,
       *std::max_element(errors.begin(), errors.end()) * 100);
+}
+
+int RunCalibrate(bool fit, const std::string& shapes) {
+  hs::Preset shm = hs::FindPreset("cpu-shm"),
+             loop = hs::FindPreset("cpu-loopback");
+  if (fit) {
+    hs::FitPresets(shm, loop, shapes);
+    fmt::print("fitted constants (cpu-shm; cpu-loopback shares them):\n");
+    fmt::print(
+        "  intra_alpha {:.3g} s, intra_bw {:.3g} B/s, reduce_bw {:.3g} B/s, "
+        "copy_bw {:.3g} B/s\n  call_s {:.3g}, segment_s {:.3g}, cycle_s "
+        "{:.3g}, "
+        "tensor_s {:.3g}, cached_s {:.3g}, request_s {:.3g}\n"
+        "  loopback inter_alpha {:.3g} s, inter_bw {:.3g} B/s\n\n",
+        shm.intra_alpha, shm.intra_bw, shm.reduce_bw, shm.copy_bw, shm.call_s,
+        shm.segment_s, shm.cycle_s, shm.tensor_s, shm.cached_s, shm.request_s,
+        loop.inter_alpha, loop.inter_bw);
+  }
+  PrintCalibration(hs::Calibrate(shm, loop, shapes));
+  for (const std::string& link : hs::EmulatedLinks()) {
+    hs::Preset p = hs::FindPreset(hs::EmulatedPresetName(link));
+    if (fit) {
+      hs::FitLink(p, link, shapes);
+      fmt::print(
+          "\nfitted {}: inter_bw {:.3g} B/s, segment_s {:.3g}, tensor_s "
+          "{:.3g} (inter_alpha {:.3g} s held)\n",
+          p.name, p.inter_bw, p.segment_s, p.tensor_s, p.inter_alpha);
+    }
+    fmt::print("\n{} against the emulated cluster on {}:\n\n", p.name, link);
+    PrintCalibration(hs::CalibrateCluster(p, link, shapes));
+  }
   return 0;
 }
 

@@ -31,6 +31,11 @@ std::vector<Scenario> DefaultScenarios() {
       {"small-pcie-4096", "pcie-25gbe", {1024, 4}, "many-small", 0.05},
       {"narrow-pcie-16", "pcie-25gbe", {4, 4}, "narrow", 0.05},
       {"far-nvlink-2048", "nvlink-ib", {256, 8}, "far-optimum", 0.05},
+      // The emulated cluster of this machine (tools/cluster.sh), its presets
+      // fitted to steps measured there: its own size, and larger.
+      {"resnet50-emu1gbe-4", "emulated-1gbe", {2, 2}, "resnet50", 0.10},
+      {"bert-emu1gbe-32", "emulated-1gbe", {16, 2}, "bert-base", 0.10},
+      {"small-emu10gbe-8", "emulated-10gbe", {4, 2}, "many-small", 0.10},
   };
 }
 

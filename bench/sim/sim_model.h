@@ -59,8 +59,10 @@ struct Preset {
 };
 
 /// Built-in presets: "nvlink-ib", "pcie-25gbe", "cpu-10gbe" (scale
-/// scenarios) and "cpu-shm", "cpu-loopback" (this machine: one node in
-/// shared memory, emulated nodes over loopback TCP), for calibration.
+/// scenarios), "cpu-shm", "cpu-loopback" (this machine: one node in shared
+/// memory, emulated nodes over loopback TCP), and "emulated-1gbe",
+/// "emulated-10gbe" (this machine's emulated cluster, tools/cluster.sh),
+/// calibrated on this machine.
 const std::vector<Preset>& Presets();
 /// Throws std::invalid_argument naming the preset.
 const Preset& FindPreset(const std::string& name);
