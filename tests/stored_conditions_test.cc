@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hvdtune/services.h"
@@ -122,40 +124,67 @@ TEST(StoredConditions,
   EXPECT_EQ(got[0].scores, std::vector<double>{4e9});
 }
 
-TEST(StoredConditions, TheStoreLookupHandsBothConditionsToTheTuner) {
-  const std::filesystem::path dir = FreshDir("lookup");
-  const std::string path = (dir / "store.db").string();
+// A store file of this process for a 2-rank job training `step`: what
+// earlier runs wrote (Write), and what a job of it gets at start (Lookup).
+class JobStore {
+ public:
+  JobStore(const std::string& name, std::vector<StepTensor> step)
+      : dir_(FreshDir(name)), step_(std::move(step)) {
+    info_.size = 2;
+    info_.local_size = 2;
+  }
+  ~JobStore() { std::filesystem::remove_all(dir_); }
 
-  RuntimeInfo info;
-  info.size = 2;
-  info.local_size = 2;
-  const std::vector<StepTensor> step = {{DataType::kFloat32, 4096},
-                                        {DataType::kFloat32, 1 << 20}};
+  // Calls fill(db, hardware id, model id) on the open store.
+  template <typename Fill>
+  void Write(Fill fill) {
+    store::Store db(store::StoreOptions{Path()});
+    const std::int64_t hw = db.PutFingerprint(
+        "hardware",
+        JobHardwareFingerprint(info_.size, info_.local_size, info_.cross_size));
+    const std::int64_t model =
+        db.PutFingerprint("model", StepModelFingerprint(step_));
+    fill(db, hw, model);
+  }
+
+  ConfigSource::WarmStart Lookup() {
+    ConfigStoreService service(Path(), AutotuneStoreMode::kAuto);
+    ConfigSource::WarmStart warm = service.Lookup(info_, step_);
+    service.OnStop();
+    return warm;
+  }
+
+ private:
+  std::string Path() const { return (dir_ / "store.db").string(); }
+  std::filesystem::path dir_;
+  std::vector<StepTensor> step_;
+  RuntimeInfo info_;
+};
+
+void SetBest(store::Store& db, std::int64_t hw, std::int64_t model,
+             const KnobSettings& k, double score, std::int64_t run) {
+  store::Best best;
+  best.values = ToStored(k);
+  best.score = score;
+  best.run = run;
+  best.time = 2.0;
+  db.SetBest(hw, model, best);
+}
+
+TEST(StoredConditions, TheStoreLookupHandsBothConditionsToTheTuner) {
   KnobSettings a, b;
   a.Set(KnobId::kFusionThreshold, 32 << 20);
   b.Set(KnobId::kFusionThreshold, 4 << 20);
-  {
+  JobStore job("lookup",
+               {{DataType::kFloat32, 4096}, {DataType::kFloat32, 1 << 20}});
+  job.Write([&](store::Store& db, std::int64_t hw, std::int64_t model) {
     // What a run that drifted from A (fast) to B (slow) leaves behind.
-    store::Store db(store::StoreOptions{path});
-    const std::int64_t hw = db.PutFingerprint(
-        "hardware",
-        JobHardwareFingerprint(info.size, info.local_size, info.cross_size));
-    const std::int64_t model =
-        db.PutFingerprint("model", StepModelFingerprint(step));
     const std::int64_t run = db.BeginRun(hw, model, "test", "fresh", 1.0);
     db.AddSamples(run, DriftRun(ToStored(a), ToStored(b)));
-    store::Best best;
-    best.values = ToStored(b);
-    best.score = 4e9;
-    best.run = run;
-    best.time = 2.0;
-    db.SetBest(hw, model, best);
+    SetBest(db, hw, model, b, 4e9, run);
     db.EndRun(run, "completed", 3.0);
-  }
-  ConfigStoreService service(path, AutotuneStoreMode::kAuto);
-  const ConfigSource::WarmStart warm = service.Lookup(info, step);
-  service.OnStop();
-  std::filesystem::remove_all(dir);
+  });
+  const ConfigSource::WarmStart warm = job.Lookup();
 
   EXPECT_EQ(warm.source, "store");
   ASSERT_TRUE(warm.best.has_value());
@@ -166,6 +195,40 @@ TEST(StoredConditions, TheStoreLookupHandsBothConditionsToTheTuner) {
   EXPECT_EQ(warm.conditions[1].values, a);
   EXPECT_EQ(warm.conditions[1].scores.size(), 8u);
   for (double x : warm.conditions[1].scores) EXPECT_GT(x, 8e9);
+}
+
+// Two jobs of one model on one cluster that ran at once (a sweep, or a
+// job and its neighbour), frozen on different configurations: their
+// samples interleave in the store, and each still makes its condition.
+TEST(StoredConditions, JobsThatWroteAtOnceEachMakeTheirCondition) {
+  KnobSettings a, b;
+  a.Set(KnobId::kFusionThreshold, 32 << 20);
+  b.Set(KnobId::kFusionThreshold, 4 << 20);
+  JobStore job("interleaved", {{DataType::kFloat32, 1 << 20}});
+  job.Write([&](store::Store& db, std::int64_t hw, std::int64_t model) {
+    const std::int64_t first = db.BeginRun(hw, model, "test", "fresh", 1.0);
+    const std::int64_t second = db.BeginRun(hw, model, "test", "fresh", 1.5);
+    std::vector<store::Sample> one, two;
+    Add(one, 6, 8, "frozen", ToStored(a), 9e9);
+    Add(two, 4, 6, "frozen", ToStored(b), 3e9);
+    // One sample at a time, in turn, as two jobs' writers commit them.
+    for (std::size_t i = 0; i < std::max(one.size(), two.size()); ++i) {
+      if (i < one.size()) db.AddSamples(first, {one[i]});
+      if (i < two.size()) db.AddSamples(second, {two[i]});
+    }
+    SetBest(db, hw, model, a, 9e9, first);
+    db.EndRun(first, "completed", 3.0);
+    db.EndRun(second, "completed", 3.0);
+  });
+  const ConfigSource::WarmStart warm = job.Lookup();
+
+  // The stored best's condition first, then the other job's; each with
+  // all its frozen samples.
+  ASSERT_EQ(warm.conditions.size(), 2u);
+  EXPECT_EQ(warm.conditions[0].values, a);
+  EXPECT_EQ(warm.conditions[0].scores.size(), 8u);
+  EXPECT_EQ(warm.conditions[1].values, b);
+  EXPECT_EQ(warm.conditions[1].scores.size(), 6u);
 }
 
 // A made-up job on a fast link: 1 GB/s at a 16 MiB fusion threshold and

@@ -508,7 +508,7 @@ bool InsertSampleRow(const PgConnection& c, std::int64_t run, const Sample& s) {
   return PQntuples(r.get()) > 0;
 }
 
-// Samples from rows (id, idx, phase, score, time) with their values.
+// Samples from rows (id, idx, phase, score, time, run_id) with their values.
 std::vector<Sample> SamplesWithValues(const PgConnection& c,
                                       const Result& rows) {
   std::vector<Sample> out;
@@ -520,7 +520,8 @@ std::vector<Sample> SamplesWithValues(const PgConnection& c,
                    Get(rows, i, 2),
                    {},
                    ToReal(Get(rows, i, 3)),
-                   ToReal(Get(rows, i, 4))});
+                   ToReal(Get(rows, i, 4)),
+                   ToInt(Get(rows, i, 5))});
   }
   if (n == 0) return out;
   Result vals = c.Exec(
@@ -697,8 +698,8 @@ void PgBackend::AddSamples(std::int64_t run,
 std::vector<Sample> PgBackend::RunSamples(std::int64_t run) {
   PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   Result rows = c.Exec(
-      "SELECT id, idx, phase, score, time FROM samples WHERE run_id = $1 "
-      "ORDER BY idx, id",
+      "SELECT id, idx, phase, score, time, run_id FROM samples WHERE "
+      "run_id = $1 ORDER BY idx, id",
       Params().Int(run));
   return SamplesWithValues(c, rows);
 }
@@ -707,9 +708,9 @@ std::vector<Sample> PgBackend::PairSamples(std::int64_t hardware,
                                            std::int64_t model, int limit) {
   PgConnection c(conn_, name_, secret_, options_.server_timeout_ms);
   Result rows = c.Exec(
-      "SELECT * FROM (SELECT s.id, s.idx, s.phase, s.score, s.time FROM "
-      "samples s JOIN runs r ON r.id = s.run_id WHERE r.hardware_id = $1 AND "
-      "r.model_id = $2 ORDER BY s.id DESC LIMIT $3) newest ORDER BY id",
+      "SELECT * FROM (SELECT s.id, s.idx, s.phase, s.score, s.time, s.run_id "
+      "FROM samples s JOIN runs r ON r.id = s.run_id WHERE r.hardware_id = $1 "
+      "AND r.model_id = $2 ORDER BY s.id DESC LIMIT $3) newest ORDER BY id",
       Params().Int(hardware).Int(model).Int(limit));
   return SamplesWithValues(c, rows);
 }
@@ -748,14 +749,15 @@ std::optional<Best> PgBackend::GetBest(std::int64_t hardware,
 //   0: the ids          a = hardware id, b = model id (NULL when unknown)
 //   1: the best         a = run id, score, time
 //   2: a best value     knob, int/real/text value
-//   3: a sample         a = sample id, b = index, text = phase, score, time
+//   3: a sample         a = sample id, b = index, text = phase, score, time,
+//                       int_value = run id
 //   4: a sample value   a = sample id, knob, int/real/text value
 constexpr const char* kLookup = R"sql(
 WITH h AS (SELECT id FROM fingerprints WHERE kind = 'hardware' AND hash = $1),
 m AS (SELECT id FROM fingerprints WHERE kind = 'model' AND hash = $2),
 b AS (SELECT b.* FROM best b, h, m
       WHERE b.hardware_id = h.id AND b.model_id = m.id),
-s AS (SELECT s.id, s.idx, s.phase, s.score, s.time
+s AS (SELECT s.id, s.idx, s.phase, s.score, s.time, s.run_id
       FROM samples s JOIN runs r ON r.id = s.run_id, h, m
       WHERE r.hardware_id = h.id AND r.model_id = m.id
       ORDER BY s.id DESC LIMIT $3)
@@ -771,7 +773,7 @@ SELECT 2, NULL, NULL, v.knob, NULL, NULL, v.int_value, v.real_value,
 FROM best_values v JOIN b ON v.hardware_id = b.hardware_id
                          AND v.model_id = b.model_id
 UNION ALL
-SELECT 3, id, idx, phase, score, time, NULL, NULL, NULL FROM s
+SELECT 3, id, idx, phase, score, time, run_id, NULL, NULL FROM s
 UNION ALL
 SELECT 4, v.sample_id, NULL, v.knob, NULL, NULL, v.int_value, v.real_value,
        v.text_value
@@ -805,7 +807,8 @@ PairLookup PgBackend::Lookup(const std::string& hardware_hash,
                                Get(r, i, 3),
                                {},
                                ToReal(Get(r, i, 4)),
-                               ToReal(Get(r, i, 5))});
+                               ToReal(Get(r, i, 5)),
+                               ToInt(Get(r, i, 6))});
         break;
       default: {
         const auto at =

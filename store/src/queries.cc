@@ -164,7 +164,8 @@ std::vector<Sample> internal::SqliteBackend::RunSamples(std::int64_t run) {
                    sel.Text(2),
                    {},
                    sel.Real(3),
-                   sel.Real(4)});
+                   sel.Real(4),
+                   run});
   }
   LoadValues(db_, options_.path, ids, out);
   return out;
@@ -174,9 +175,9 @@ std::vector<Sample> internal::SqliteBackend::PairSamples(std::int64_t hardware,
                                                          std::int64_t model,
                                                          int limit) {
   Statement sel(db_, options_.path,
-                "SELECT s.id, s.idx, s.phase, s.score, s.time FROM samples s "
-                "JOIN runs r ON r.id = s.run_id WHERE r.hardware_id = ? AND "
-                "r.model_id = ? ORDER BY s.id DESC LIMIT ?");
+                "SELECT s.id, s.idx, s.phase, s.score, s.time, s.run_id FROM "
+                "samples s JOIN runs r ON r.id = s.run_id WHERE r.hardware_id "
+                "= ? AND r.model_id = ? ORDER BY s.id DESC LIMIT ?");
   sel.Bind(1, hardware).Bind(2, model).Bind(3, limit);
   std::vector<Sample> out;
   std::vector<std::int64_t> ids;
@@ -186,7 +187,8 @@ std::vector<Sample> internal::SqliteBackend::PairSamples(std::int64_t hardware,
                    sel.Text(2),
                    {},
                    sel.Real(3),
-                   sel.Real(4)});
+                   sel.Real(4),
+                   sel.Int(5)});
   }
   std::reverse(ids.begin(), ids.end());
   std::reverse(out.begin(), out.end());

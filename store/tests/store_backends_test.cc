@@ -87,7 +87,8 @@ TEST_P(StoreBackendTest, LookupAnswersWhatTheSingleCallsAnswer) {
   for (int i = 1; i <= 12; ++i) samples.push_back(MakeSample(i, i * 1e9));
   samples[4].values["extra"] = std::string("only here");
   s.AddSamples(run, samples);
-  s.AddSamples(s.BeginRun(hw, other, "0.1.0", "fresh", 2), {MakeSample(1, 1)});
+  const auto other_run = s.BeginRun(hw, other, "0.1.0", "fresh", 2);
+  s.AddSamples(other_run, {MakeSample(1, 1)});
   s.SetBest(hw, model, {samples[7].values, 8e9, run, 9});
 
   const PairLookup miss =
@@ -120,7 +121,12 @@ TEST_P(StoreBackendTest, LookupAnswersWhatTheSingleCallsAnswer) {
     EXPECT_EQ(hit.samples[i].score, newest[i].score);
     EXPECT_EQ(hit.samples[i].time, newest[i].time);
     EXPECT_EQ(hit.samples[i].values, newest[i].values);
+    // Every read says which run a sample belongs to.
+    EXPECT_EQ(hit.samples[i].run, run);
+    EXPECT_EQ(newest[i].run, run);
   }
+  EXPECT_EQ(no_best.samples[0].run, other_run);
+  EXPECT_EQ(s.RunSamples(other_run).front().run, other_run);
   EXPECT_EQ(hit.samples.front().index, 8);
   EXPECT_EQ(s.Lookup(TestHardware().Hash(), TestModel().Hash(), 20)
                 .samples[4]

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <map>
 #include <string>
 
 #include "hvdtune/tuner/autotune_policy.h"
@@ -28,36 +30,47 @@ void TrimDrift(std::vector<double>& scores) {
 std::vector<StoredCondition> SplitStoredConditions(
     const std::vector<store::Sample>& samples, const store::Best* best,
     std::size_t max) {
-  // Segments, oldest first.
+  // Segments in the order they began. Each run has at most one open
+  // segment: samples of jobs that ran at once interleave in the store.
   std::vector<StoredCondition> segments;
-  const store::Sample* last = nullptr;  // the open segment's last sample
-  auto close = [&](const store::Sample* next) {
-    if (last == nullptr) return;
-    StoredCondition& open = segments.back();
+  struct Open {
+    std::size_t segment;        // index into segments
+    const store::Sample* last;  // its last sample
+  };
+  std::map<std::int64_t, Open> open;  // by run
+  // Closes `run`'s open segment; `next` is that run's next sample, if any.
+  auto close = [&](std::int64_t run, const store::Sample* next) {
+    const auto it = open.find(run);
+    if (it == open.end()) return;
+    const store::Sample* last = it->second.last;
     const bool retuned = next != nullptr && next->index == last->index + 1 &&
                          next->phase == "retuning";
-    if (retuned) TrimDrift(open.scores);
-    if (open.scores.empty()) segments.pop_back();
-    last = nullptr;
+    if (retuned) TrimDrift(segments[it->second.segment].scores);
+    open.erase(it);
   };
   for (const store::Sample& s : samples) {
     const bool frozen =
         s.phase == "frozen" && s.score > 0 && std::isfinite(s.score);
-    const bool continues = last != nullptr && frozen &&
-                           s.index == last->index + 1 &&
-                           s.values == last->values;
+    const auto it = open.find(s.run);
+    const bool continues = it != open.end() && frozen &&
+                           s.index == it->second.last->index + 1 &&
+                           s.values == it->second.last->values;
     if (continues) {
-      segments.back().scores.push_back(s.score);
-      last = &s;
+      segments[it->second.segment].scores.push_back(s.score);
+      it->second.last = &s;
       continue;
     }
-    close(&s);
+    close(s.run, &s);
     if (frozen) {
+      open[s.run] = {segments.size(), &s};
       segments.push_back({s.values, {s.score}});
-      last = &s;
     }
   }
-  close(nullptr);
+  while (!open.empty()) close(open.begin()->first, nullptr);
+  segments.erase(
+      std::remove_if(segments.begin(), segments.end(),
+                     [](const StoredCondition& c) { return c.scores.empty(); }),
+      segments.end());
 
   // Newest first, one per configuration.
   std::vector<StoredCondition> out;

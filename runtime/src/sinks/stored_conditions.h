@@ -19,9 +19,11 @@ struct StoredCondition {
 constexpr std::size_t kMaxStoredConditions = 4;
 
 /// Splits one pair's samples (oldest first, as Store::Lookup returns them)
-/// into frozen segments: maximal runs of consecutive samples of phase
-/// "frozen" with equal values whose indexes count up by one (an index that
-/// does not is another run, or a sample that was lost: a new segment).
+/// into frozen segments: maximal runs of one run's consecutive samples of
+/// phase "frozen" with equal values whose indexes count up by one (an index
+/// that does not is a sample that was lost: a new segment). Runs are told
+/// apart by Sample::run, so jobs that wrote at once, their samples
+/// interleaved, still form their segments.
 /// Each segment is a condition. A segment that a re-tune ended (the next
 /// sample, index + 1, has phase "retuning") loses its trailing samples that
 /// lie beyond 3 spreads (1.4826 x the median absolute deviation of its log

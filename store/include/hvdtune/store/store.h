@@ -64,6 +64,9 @@ struct Sample {
   double score = 0;
   /// Seconds since the Unix epoch.
   double time = 0;
+  /// The run it belongs to (its id in this store; 0 in a RunRecord or
+  /// before it is stored). Samples of jobs that ran at once interleave.
+  std::int64_t run = 0;
 };
 
 struct Best {
