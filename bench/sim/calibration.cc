@@ -104,16 +104,32 @@ std::string SizeName(double bytes) {
              : std::to_string(static_cast<int>(bytes / kKiB)) + " KiB";
 }
 
-// A workload's gradients scaled as synthetic_train --scale does (whole
-// float32 elements, at least one).
-Workload ScaledWorkload(const char* name, double scale,
-                        const std::string& shapes_dir) {
-  Workload w = MakeWorkload(name, shapes_dir);
+// A synthetic_train step of `workload` scaled as --scale does (whole
+// float32 elements, at least one), predicted by `preset` given the backward
+// compute measured in the same runs, spread over the layers by parameters
+// as the bench does (the measured compute includes any slowdown). Sets
+// `name` to "WORKLOAD xSCALE".
+double TrainStepSeconds(const Preset& preset, const Cluster& cluster,
+                        const char* workload, double scale, double compute_ms,
+                        const KnobSettings& knobs,
+                        const std::string& shapes_dir, std::string* name) {
+  Workload w = MakeWorkload(workload, shapes_dir);
   for (Gradient& g : w.gradients) {
     g.bytes = std::max<std::int64_t>(
         4, static_cast<std::int64_t>(std::llround(g.bytes * scale / 4)) * 4);
   }
-  return w;
+  const double total = static_cast<double>(w.total_bytes());
+  for (Gradient& g : w.gradients) {
+    g.backward_s = compute_ms * 1e-3 * g.bytes / total;
+  }
+  w.forward_s = 0;
+  Preset p = preset;
+  p.compute_scale = 1;
+  p.cpu_share = 0;
+  char text[64];
+  std::snprintf(text, sizeof text, "%s x%g", workload, scale);
+  *name = text;
+  return SimulateStep(p, cluster, w, knobs).step_s;
 }
 
 }  // namespace
@@ -177,22 +193,15 @@ std::vector<CalibrationRow> Calibrate(const Preset& shm, const Preset& loopback,
                     NegotiationSeconds(shm, {1, 4}, n.tensors, false)});
   }
   for (const Train& t : kTrain) {
-    Workload w = ScaledWorkload(t.workload, t.scale, shapes_dir);
-    const double total = static_cast<double>(w.total_bytes());
-    for (Gradient& g : w.gradients)
-      g.backward_s = t.compute_ms * 1e-3 * g.bytes / total;
-    w.forward_s = 0;
-    Preset p = shm;  // the compute is the measured one, slowdown included
-    p.compute_scale = 1;
-    p.cpu_share = 0;
     KnobSettings k = defaults;
     k.Set(KnobId::kCycleTime, t.cycle_ms);
-    char name[64];
-    std::snprintf(name, sizeof name, "%s x%g", t.workload, t.scale);
+    std::string name;
+    const double predicted = TrainStepSeconds(
+        shm, {1, 4}, t.workload, t.scale, t.compute_ms, k, shapes_dir, &name);
     char algo[32];
     std::snprintf(algo, sizeof algo, "cycle %g ms", t.cycle_ms);
-    rows.push_back({"synthetic_train", name, algo, t.step_ms * 1e-3,
-                    SimulateStep(p, {1, 4}, w, k).step_s});
+    rows.push_back(
+        {"synthetic_train", name, algo, t.step_ms * 1e-3, predicted});
   }
   return rows;
 }
@@ -278,28 +287,18 @@ std::vector<CalibrationRow> CalibrateCluster(const Preset& preset,
                                              const std::string& link,
                                              const std::string& shapes_dir) {
   std::vector<CalibrationRow> rows;
-  const Cluster cluster{2, 2};
   for (const ClusterTrain& t : kClusterTrain) {
     if (link != t.link) continue;
-    Workload w = ScaledWorkload(t.workload, t.scale, shapes_dir);
-    const double total = static_cast<double>(w.total_bytes());
-    for (Gradient& g : w.gradients)
-      g.backward_s = t.compute_ms * 1e-3 * g.bytes / total;
-    w.forward_s = 0;
-    Preset p = preset;  // the compute is the measured one
-    p.compute_scale = 1;
-    p.cpu_share = 0;
     KnobSettings k;
-    int algorithm = 0;
-    while (algorithm < 3 &&
-           std::string(kAlgorithms[algorithm]) != t.algorithm) {
-      ++algorithm;
-    }
-    k.Set(KnobId::kAllreduceAlgorithm, algorithm);
-    char name[64];
-    std::snprintf(name, sizeof name, "%s x%g", t.workload, t.scale);
+    k.Set(
+        KnobId::kAllreduceAlgorithm,
+        ParseKnobValue(GetKnobSpec(KnobId::kAllreduceAlgorithm), t.algorithm));
+    std::string name;
+    const double predicted =
+        TrainStepSeconds(preset, {2, 2}, t.workload, t.scale, t.compute_ms, k,
+                         shapes_dir, &name);
     rows.push_back({"synthetic_train 2x2 " + link, name, t.algorithm,
-                    t.step_ms * 1e-3, SimulateStep(p, cluster, w, k).step_s});
+                    t.step_ms * 1e-3, predicted});
   }
   return rows;
 }

@@ -67,10 +67,6 @@ std::vector<StoredCondition> SplitStoredConditions(
     }
   }
   while (!open.empty()) close(open.begin()->first, nullptr);
-  segments.erase(
-      std::remove_if(segments.begin(), segments.end(),
-                     [](const StoredCondition& c) { return c.scores.empty(); }),
-      segments.end());
 
   // Newest first, one per configuration.
   std::vector<StoredCondition> out;
