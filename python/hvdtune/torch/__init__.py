@@ -12,18 +12,23 @@ from hvdtune import (HvdtuneError, autotune_status, cross_rank, cross_size,
                      mark_step, rank, shutdown, size, stats)
 from hvdtune import _core
 from hvdtune.torch.compression import Compression
+from hvdtune.torch._common import (Adasum, Average, HorovodInternalError,
+                                   Max, Min, Product, Sum, poll, synchronize)
+from hvdtune.torch.allreduce import (allreduce, allreduce_, allreduce_async,
+                                     allreduce_async_, grouped_allreduce,
+                                     grouped_allreduce_,
+                                     grouped_allreduce_async,
+                                     grouped_allreduce_async_)
 from hvdtune.torch.functions import (
-    Adasum, Average, HorovodInternalError, Max, Min, ProcessSet, Product,
-    Sum, add_process_set, allgather, allgather_async, allgather_object,
-    allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall,
-    alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
-    broadcast_async_, broadcast_object, broadcast_optimizer_state,
-    broadcast_parameters, global_process_set, grouped_allgather,
-    grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
-    grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
-    grouped_reducescatter_async, join, poll, reducescatter,
-    reducescatter_async, remove_process_set, sparse_allreduce_async,
-    start_timeline, stop_timeline, synchronize)
+    allgather, allgather_async, allgather_object, alltoall, alltoall_async,
+    barrier, broadcast, broadcast_, broadcast_async, broadcast_async_,
+    broadcast_object, broadcast_optimizer_state, broadcast_parameters,
+    grouped_allgather, grouped_allgather_async, grouped_reducescatter,
+    grouped_reducescatter_async, join, reducescatter, reducescatter_async,
+    sparse_allreduce_async, start_timeline, stop_timeline)
+from hvdtune.torch.process_sets import (ProcessSet, add_process_set,
+                                        global_process_set,
+                                        remove_process_set)
 from hvdtune.torch.optimizer import DistributedOptimizer
 from hvdtune.torch.sync_batch_norm import SyncBatchNorm
 

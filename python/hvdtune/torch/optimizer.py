@@ -10,11 +10,10 @@ import torch
 
 from hvdtune import _core
 from hvdtune.torch.compression import Compression
-from hvdtune.torch.functions import (Adasum, Average, Sum, _error,
-                                     _added_process_set, allreduce_async_,
-                                     global_process_set,
-                                     grouped_allreduce_async_,
-                                     sparse_allreduce_async, synchronize)
+from hvdtune.torch._common import Adasum, Average, Sum, _error, synchronize
+from hvdtune.torch.allreduce import allreduce_async_, grouped_allreduce_async_
+from hvdtune.torch.functions import sparse_allreduce_async
+from hvdtune.torch.process_sets import _added_process_set, global_process_set
 
 
 class _DistributedOptimizer:

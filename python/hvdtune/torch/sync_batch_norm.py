@@ -4,7 +4,8 @@ the whole job's batch (every rank's), built on allreduce."""
 import torch
 
 import hvdtune
-from hvdtune.torch.functions import Sum, allreduce
+from hvdtune.torch._common import Sum
+from hvdtune.torch.allreduce import allreduce
 
 
 class _SyncBatchNormFunction(torch.autograd.Function):
