@@ -108,6 +108,8 @@ TEST(KnobParsing, BadValuesNameVariableValueAndWhatIsAllowed) {
       {"HVDTUNE_CYCLE_THREAD_SLICE_US", "50", "100 - 100000"},
       {"HVDTUNE_CYCLE_THREAD_SLICE_US", "-1", "an integer from 0"},
       {"HVDTUNE_CYCLE_THREAD_SLICE_US", "200000", "an integer from 0"},
+      {"HVDTUNE_CYCLE_THREAD_NICE", "-21", "an integer from -20 to 19"},
+      {"HVDTUNE_CYCLE_THREAD_NICE", "high", "an integer from -20 to 19"},
   };
   for (const Case& c : cases) {
     const std::string msg = ConfigErrorOf({{c.var, c.value}});

@@ -2,9 +2,12 @@
 // response cache, knob updates, errors, shutdown and re-initialisation.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
@@ -42,23 +45,32 @@ TEST(RuntimeTopology, RanksPerNodeOverrideEmulatesNodes) {
   RunSet(rt, "rpn", 5, Iota(5), &outs);
 }
 
-// The slices of this process's threads named hvdtune-cycle, in us.
-std::vector<std::int64_t> CycleThreadSlices() {
-  std::vector<std::int64_t> slices;
+// f(thread id) for each of this process's threads named hvdtune-cycle.
+template <typename F>
+auto OfCycleThreads(F f) {
+  std::vector<decltype(f(0))> values;
   DIR* d = opendir("/proc/self/task");
-  if (d == nullptr) return slices;
+  if (d == nullptr) return values;
   while (const dirent* e = readdir(d)) {
     if (e->d_name[0] == '.') continue;
-    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::ifstream file(std::string("/proc/self/task/") + e->d_name + "/comm");
     std::string name;
-    std::getline(f, name);
-    if (name == "hvdtune-cycle") {
-      slices.push_back(
-          internal::SchedulerSliceMicroseconds(std::atoi(e->d_name)));
-    }
+    std::getline(file, name);
+    if (name == "hvdtune-cycle") values.push_back(f(std::atoi(e->d_name)));
   }
   closedir(d);
-  return slices;
+  return values;
+}
+
+// Their scheduler slices in us, and their nice values.
+std::vector<std::int64_t> CycleThreadSlices() {
+  return OfCycleThreads(
+      [](int tid) { return internal::SchedulerSliceMicroseconds(tid); });
+}
+std::vector<int> CycleThreadNices() {
+  return OfCycleThreads([](int tid) {
+    return getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+  });
 }
 
 // Whether this kernel keeps a slice a thread asks for (Linux 6.12+).
@@ -99,6 +111,30 @@ TEST(RuntimeThreads, CycleThreadIsNamedAndAsksForItsSlice) {
     GTEST_SKIP() << "this kernel keeps its own slice (Linux 6.12 or later "
                     "honours a requested one); only the name was checked";
   }
+}
+
+TEST(RuntimeThreads, CycleThreadSetsItsNiceAndNoOtherThreadChanges) {
+  // Raising a nice value needs no privilege, so this runs everywhere.
+  const int mine = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+  const int wanted = std::min(mine + 6, 19);
+  const auto count = [&] {
+    const auto n = CycleThreadNices();
+    return std::count(n.begin(), n.end(), wanted);
+  };
+  const std::int64_t before = count();
+  {
+    Runtime rt(RuntimeOptions{
+        MapEnv({{"HVDTUNE_CYCLE_THREAD_NICE", std::to_string(wanted)}})});
+    for (int i = 0; i < 200 && count() == before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(count(), before + 1);
+    EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(gettid())), mine)
+        << "the application's thread keeps its nice value";
+    std::vector<std::vector<float>> outs;
+    RunSet(rt, "nice", 3, Iota(3), &outs);
+  }
+  EXPECT_EQ(count(), before) << "the thread ended with its runtime";
 }
 
 TEST(RuntimeErrors, MismatchedShapeFailsOnEveryRankAndOthersGoOn) {

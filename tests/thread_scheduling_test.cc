@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -48,6 +49,23 @@ TEST(ThreadScheduling, SliceRequestKeepsNiceAndIsReportedBack) {
                  << slice << " us";
   }
   EXPECT_EQ(slice, 300);
+}
+
+TEST(ThreadScheduling, NiceAppliesToTheCallingThreadOnly) {
+  const auto nice_of = [](pid_t tid) {
+    return getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+  };
+  const int mine = nice_of(gettid());
+  const int wanted = std::min(mine + 3, 19);
+  std::string why;
+  int theirs = 0;
+  std::thread([&] {
+    why = SetThreadNice(wanted);  // raising needs no privilege
+    theirs = nice_of(gettid());
+  }).join();
+  ASSERT_EQ(why, "");
+  EXPECT_EQ(theirs, wanted);
+  EXPECT_EQ(nice_of(gettid()), mine);
 }
 
 }  // namespace

@@ -22,6 +22,16 @@ void RuntimeImpl::Loop() {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
 #endif
   NameThisThread("hvdtune-cycle");
+  // The nice value first: the slice request below keeps it.
+  if (const int nice = config_.settings.cycle_thread_nice;
+      nice != RuntimeSettings::kInheritNice) {
+    const std::string why = SetThreadNice(nice);
+    if (!why.empty() && mpi_.rank == 0) {
+      std::cerr << "[hvdtune] the cycle thread keeps its nice value "
+                   "(HVDTUNE_CYCLE_THREAD_NICE="
+                << nice << " not applied: " << why << ")" << std::endl;
+    }
+  }
   if (const int us = config_.settings.cycle_thread_slice_us; us > 0) {
     const std::string why = RequestSchedulerSlice(us);
     if (!why.empty() && mpi_.rank == 0) {

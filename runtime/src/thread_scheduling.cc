@@ -6,6 +6,7 @@
 #ifdef __linux__
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -66,6 +67,19 @@ std::string RequestSchedulerSlice(std::int64_t microseconds) {
   return "";
 #else
   (void)microseconds;
+  return "not supported on this system";
+#endif
+}
+
+std::string SetThreadNice(int nice) {
+#ifdef __linux__
+  // Linux applies PRIO_PROCESS with a thread id to that thread alone.
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice) != 0) {
+    return std::string("setpriority: ") + std::strerror(errno);
+  }
+  return "";
+#else
+  (void)nice;
   return "not supported on this system";
 #endif
 }

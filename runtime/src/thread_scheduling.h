@@ -28,6 +28,11 @@ void NameThisThread(const char* name);
 /// before 6.12 accepts the request and keeps its own slice.
 std::string RequestSchedulerSlice(std::int64_t microseconds);
 
+/// Sets the calling thread's nice value (-20 - 19; other threads of the
+/// process keep theirs). Returns an empty string on success, else why not
+/// (lowering it needs CAP_SYS_NICE or a high enough RLIMIT_NICE).
+std::string SetThreadNice(int nice);
+
 /// The time slice the kernel reports for the calling thread (`tid` 0) or
 /// thread `tid`, in microseconds; -1 where it reports none.
 std::int64_t SchedulerSliceMicroseconds(int tid = 0);
