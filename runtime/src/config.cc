@@ -195,8 +195,9 @@ constexpr SettingSpec kSettings[] = {
      "Nice value the cycle thread sets for itself. Below the application's "
      "(e.g. -10) the thread, which polls while it waits, takes a shared "
      "core from the training threads whenever it can run: worth it where "
-     "a slow link is the limit (1gbe emulated cluster: 2-5% faster), a loss "
-     "where compute is (10gbe cluster, one node: 8-15% slower). Lowering "
+     "a slow link is the limit (1gbe emulated cluster: 2-4% faster), a loss "
+     "where compute is (10gbe cluster: 6-15% slower; one node: up to 19%). "
+     "Lowering "
      "it needs CAP_SYS_NICE or RLIMIT_NICE; where refused, rank 0 warns "
      "once and the job goes on."},
     {"Runtime", "HOROVOD_STALL_CHECK_TIME_SECONDS", "60", "0 – 1e9",
