@@ -64,7 +64,7 @@ def main():
                     help="WORKLOAD:SCALE,...")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20,
-                    help="synthetic_train --steps (half warm-up)")
+                    help="synthetic_train --steps (its first 10 are warm-up)")
     ap.add_argument("--ranks", type=int, default=4,
                     help="ranks of the one-node run (the cluster's total)")
     ap.add_argument("--goodput-gbs", type=float, default=0.119,
