@@ -4,10 +4,6 @@
 #include <iostream>
 #include <thread>
 
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
-
 #include "reduce.h"
 #include "runtime_impl.h"
 #include "thread_scheduling.h"
@@ -15,31 +11,7 @@
 namespace hvdtune::internal {
 
 void RuntimeImpl::Loop() {
-#ifdef __linux__
-  // Sleeps of this thread (between cycles, inside the negotiation wait) are
-  // a few microseconds long; the default 50 us timer slack would stretch
-  // each one to the slack.
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
-#endif
-  NameThisThread("hvdtune-cycle");
-  // The nice value first: the slice request below keeps it.
-  if (const int nice = config_.settings.cycle_thread_nice;
-      nice != RuntimeSettings::kInheritNice) {
-    const std::string why = SetThreadNice(nice);
-    if (!why.empty() && mpi_.rank == 0) {
-      std::cerr << "[hvdtune] the cycle thread keeps its nice value "
-                   "(HVDTUNE_CYCLE_THREAD_NICE="
-                << nice << " not applied: " << why << ")" << std::endl;
-    }
-  }
-  if (const int us = config_.settings.cycle_thread_slice_us; us > 0) {
-    const std::string why = RequestSchedulerSlice(us);
-    if (!why.empty() && mpi_.rank == 0) {
-      std::cerr << "[hvdtune] the cycle thread keeps the kernel's time slice "
-                   "(HVDTUNE_CYCLE_THREAD_SLICE_US="
-                << us << " not applied: " << why << ")" << std::endl;
-    }
-  }
+  PrepareCycleThread(config_.settings, /*warn=*/mpi_.rank == 0);
   bool stop = false;
   while (!stop) {
     const auto start = std::chrono::steady_clock::now();

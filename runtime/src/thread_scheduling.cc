@@ -2,10 +2,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iostream>
 
 #ifdef __linux__
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -34,7 +36,35 @@ bool GetAttr(int tid, SchedAttr* a) {
 }
 #endif
 
+// One line when a scheduling request was refused (`why` non-empty).
+void WarnNotApplied(bool warn, const char* keeps, const char* var, int value,
+                    const std::string& why) {
+  if (!warn || why.empty()) return;
+  std::cerr << "[hvdtune] the cycle thread keeps " << keeps << " (" << var
+            << "=" << value << " not applied: " << why << ")" << std::endl;
+}
+
 }  // namespace
+
+void PrepareCycleThread(const RuntimeSettings& settings, bool warn) {
+#ifdef __linux__
+  // Sleeps of this thread (between cycles, inside the negotiation wait) are
+  // a few microseconds long; the default 50 us timer slack would stretch
+  // each one to the slack.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+#endif
+  NameThisThread("hvdtune-cycle");
+  if (const int nice = settings.cycle_thread_nice;
+      nice != RuntimeSettings::kInheritNice) {
+    WarnNotApplied(warn, "its nice value", "HVDTUNE_CYCLE_THREAD_NICE", nice,
+                   SetThreadNice(nice));
+  }
+  if (const int us = settings.cycle_thread_slice_us; us > 0) {
+    WarnNotApplied(warn, "the kernel's time slice",
+                   "HVDTUNE_CYCLE_THREAD_SLICE_US", us,
+                   RequestSchedulerSlice(us));
+  }
+}
 
 void NameThisThread(const char* name) {
 #ifdef __linux__

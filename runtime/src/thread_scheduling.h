@@ -15,7 +15,16 @@
 #include <cstdint>
 #include <string>
 
+#include "hvdtune/config.h"
+
 namespace hvdtune::internal {
+
+/// Makes the calling thread the cycle thread: names it hvdtune-cycle, makes
+/// its sleeps exact to the microsecond, and applies the settings' nice
+/// value, then time slice (which keeps the nice value). A request the
+/// system refuses is skipped, with one line on stderr saying why when
+/// `warn` (rank 0).
+void PrepareCycleThread(const RuntimeSettings& settings, bool warn);
 
 /// Names the calling thread (shown by top -H, ps -L and debuggers; at most
 /// 15 characters are kept).
