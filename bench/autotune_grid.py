@@ -50,6 +50,8 @@ KNOB_ENV = {
     "hierarchical_allgather": "HOROVOD_HIERARCHICAL_ALLGATHER",
     "num_groups": "HVDTUNE_NUM_GROUPS",
     "pipeline_chunk_bytes": "HVDTUNE_PIPELINE_CHUNK_BYTES",
+    "hierarchical_chunk_bytes": "HVDTUNE_HIERARCHICAL_CHUNK_BYTES",
+    "cycle_thread_boost": "HVDTUNE_CYCLE_THREAD_BOOST",
 }
 
 

@@ -8,11 +8,17 @@ the medians in samples/s, the link bound (every node sends and receives the
 whole gradient once per step at the link's TCP goodput) and the best
 configuration's share of min(link bound, one node).
 
+A configuration with HOROVOD_AUTOTUNE=1 is the tuned job: each of its runs
+tunes from scratch (HVDTUNE_AUTOTUNE_STORE=off unless the configuration
+sets it) until the tuner freezes, then measures --steps minus the 10 warm-up
+steps; the frozen knobs are printed with its result.
+
   HVDTUNE_CLUSTER=perf tools/cluster.sh up 2 2 --link 1gbe
   HVDTUNE_CLUSTER=perf bench/physical_limit.py --rounds 3 \\
       --workloads resnet50:0.25,bert-base:0.1 \\
       --config "sequential=HVDTUNE_ALLREDUCE_ALGORITHM=hierarchical,HVDTUNE_HIERARCHICAL_CHUNK_BYTES=0" \\
-      --config "pipelined=HVDTUNE_ALLREDUCE_ALGORITHM=hierarchical"
+      --config "pipelined=HVDTUNE_ALLREDUCE_ALGORITHM=hierarchical" \\
+      --config "autotuned=HOROVOD_AUTOTUNE=1"
 """
 
 import argparse
@@ -57,6 +63,22 @@ def run(cmd, env_extra, timeout):
     return None
 
 
+WARMUP_STEPS = 10
+
+
+def autotuned(env):
+    return env.get("HOROVOD_AUTOTUNE", "0").lower() in ("1", "true")
+
+
+def trainer_args(base, steps, env):
+    """synthetic_train's step options: fixed steps, or tune then measure."""
+    if autotuned(env):
+        env.setdefault("HVDTUNE_AUTOTUNE_STORE", "off")
+        return base + ["--until-frozen", "--measure-steps",
+                       str(max(1, steps - WARMUP_STEPS))]
+    return base + ["--steps", str(steps)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -79,14 +101,15 @@ def main():
     results = {}
     for spec in args.workloads.split(","):
         workload, _, scale = spec.partition(":")
-        base = [train, "--workload", workload, "--steps", str(args.steps),
-                "--json"]
+        base = [train, "--workload", workload, "--json"]
         if scale:
             base += ["--scale", scale]
         runs = [("one node", [os.path.join(ROOT, "tools", "mpirun.sh"), "-np",
-                              str(args.ranks)] + base, {})]
+                              str(args.ranks)] +
+                 trainer_args(base, args.steps, {}), {})]
         runs += [(name, [os.path.join(ROOT, "tools", "cluster.sh"), "run"] +
-                  base, env) for name, env in args.config]
+                  trainer_args(base, args.steps, env), env)
+                 for name, env in args.config]
         for r in range(args.rounds):
             for name, cmd, env in runs:
                 res = run(cmd, env, args.timeout)
@@ -96,8 +119,12 @@ def main():
                     entry["sps"].append(res["samples_per_sec"])
                     entry["bytes"] = res["bytes_per_step"]
                     entry["batch"] = res["batch_size"] * res["ranks"]
+                frozen = ""
+                if res and autotuned(env):
+                    frozen = "  frozen: " + " ".join(
+                        f"{k}={v}" for k, v in res["config"].items())
                 print(f"round {r + 1} {spec} {name}: "
-                      f"{res['samples_per_sec'] if res else 'failed'}",
+                      f"{res['samples_per_sec'] if res else 'failed'}{frozen}",
                       flush=True)
     names = [n for n, _, _ in runs]
     print()
