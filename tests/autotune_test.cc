@@ -273,6 +273,53 @@ TEST(KnobSpace, FollowsTheTable) {
   EXPECT_EQ(cache.FromConfig(c, knobs.values).cache_capacity(), 300);
 }
 
+// The cycle thread's boost is tuned only on more than one node where the
+// process may raise a priority; on = the configured levels, else tune_max.
+TEST(KnobSpace, CycleThreadBoostNeedsNodesAndPrivilege) {
+  KnobConfig knobs;
+  const auto tuned = [&](bool multi_node, bool raisable) {
+    const KnobSpace space(knobs,
+                          KnobSpace::Scope{.multi_node = multi_node,
+                                           .priority_raisable = raisable});
+    const auto names = space.tuned_knobs();
+    return std::count(names.begin(), names.end(), "cycle_thread_boost");
+  };
+  EXPECT_EQ(tuned(false, false), 0);
+  EXPECT_EQ(tuned(false, true), 0);
+  EXPECT_EQ(tuned(true, false), 0);
+  EXPECT_EQ(tuned(true, true), 1);
+  const auto two_flags = KnobSpace(knobs, true, true).tuned_knobs();
+  EXPECT_EQ(
+      std::count(two_flags.begin(), two_flags.end(), "cycle_thread_boost"), 0)
+      << "the two-flag constructor leaves the boost out";
+
+  const auto on_value = [&](const KnobConfig& k) {
+    const KnobSpace space(
+        k, KnobSpace::Scope{.multi_node = true, .priority_raisable = true});
+    const auto& ids = space.ids();
+    const auto at = static_cast<std::size_t>(
+        std::find(ids.begin(), ids.end(), KnobId::kCycleThreadBoost) -
+        ids.begin());
+    tuner::Config c = space.ToConfig(k.values);
+    EXPECT_EQ(c.at(at), k.values.cycle_thread_boost() > 0 ? 1.0 : 0.0);
+    c[at] = 0.0;
+    EXPECT_EQ(space.FromConfig(c, k.values).cycle_thread_boost(), 0);
+    c[at] = 1.0;
+    return space.FromConfig(c, k.values).cycle_thread_boost();
+  };
+  EXPECT_EQ(on_value(knobs), GetKnobSpec(KnobId::kCycleThreadBoost).tune_max);
+  KnobConfig five = knobs;
+  five.values.Set(KnobId::kCycleThreadBoost, 5);
+  EXPECT_EQ(on_value(five), 5);
+  // Pinned through the environment: never tuned.
+  KnobConfig pinned = five;
+  pinned.pinned[static_cast<int>(KnobId::kCycleThreadBoost)] = true;
+  const KnobSpace space(
+      pinned, KnobSpace::Scope{.multi_node = true, .priority_raisable = true});
+  const auto names = space.tuned_knobs();
+  EXPECT_EQ(std::count(names.begin(), names.end(), "cycle_thread_boost"), 0);
+}
+
 TEST(AutotuneLogSink, ColumnsComeFromTheKnobTable) {
   const std::string header = AutotuneLogSink::Header();
   // Horovod's columns first, then ours, then every knob by name.

@@ -61,7 +61,8 @@ TEST(KnobTable, HorovodDefaults) {
             "fusion_threshold=134217728 cycle_time=1 cache_capacity=1024 "
             "allreduce_algorithm=native ring_segment_bytes=1048576 "
             "hierarchical_allgather=false num_groups=0 "
-            "pipeline_chunk_bytes=4194304 hierarchical_chunk_bytes=0");
+            "pipeline_chunk_bytes=4194304 hierarchical_chunk_bytes=0 "
+            "cycle_thread_boost=0");
 }
 
 TEST(KnobParsing, UnsetVariablesKeepDefaultsAndStayTunable) {
@@ -108,8 +109,9 @@ TEST(KnobParsing, BadValuesNameVariableValueAndWhatIsAllowed) {
       {"HVDTUNE_CYCLE_THREAD_SLICE_US", "50", "100 - 100000"},
       {"HVDTUNE_CYCLE_THREAD_SLICE_US", "-1", "an integer from 0"},
       {"HVDTUNE_CYCLE_THREAD_SLICE_US", "200000", "an integer from 0"},
-      {"HVDTUNE_CYCLE_THREAD_NICE", "-21", "an integer from -20 to 19"},
-      {"HVDTUNE_CYCLE_THREAD_NICE", "high", "an integer from -20 to 19"},
+      {"HVDTUNE_CYCLE_THREAD_BOOST", "-1", "an integer from 0 to 39"},
+      {"HVDTUNE_CYCLE_THREAD_BOOST", "40", "an integer from 0 to 39"},
+      {"HVDTUNE_CYCLE_THREAD_BOOST", "high", "an integer from 0 to 39"},
   };
   for (const Case& c : cases) {
     const std::string msg = ConfigErrorOf({{c.var, c.value}});

@@ -113,28 +113,54 @@ TEST(RuntimeThreads, CycleThreadIsNamedAndAsksForItsSlice) {
   }
 }
 
-TEST(RuntimeThreads, CycleThreadSetsItsNiceAndNoOtherThreadChanges) {
-  // Raising a nice value needs no privilege, so this runs everywhere.
+TEST(RuntimeThreads, CycleThreadBoostFollowsTheKnobAndNoOtherThreadChanges) {
+  // A boost lowers the nice value: that needs CAP_SYS_NICE or RLIMIT_NICE.
+  // Every rank decides alike, so that all of them create the runtime.
+  int can = 1;
+  std::thread([&] {
+    can = internal::CanRaiseThreadPriority(3) ? 1 : 0;
+  }).join();
+  MPI_Allreduce(MPI_IN_PLACE, &can, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (can == 0) {
+    GTEST_SKIP() << "this process may not raise a thread's priority "
+                    "(no CAP_SYS_NICE, RLIMIT_NICE too low)";
+  }
   const int mine = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
-  const int wanted = std::min(mine + 6, 19);
-  const auto count = [&] {
+  const auto count = [&](int nice) {
     const auto n = CycleThreadNices();
-    return std::count(n.begin(), n.end(), wanted);
+    return std::count(n.begin(), n.end(), nice);
   };
-  const std::int64_t before = count();
-  {
-    Runtime rt(RuntimeOptions{
-        MapEnv({{"HVDTUNE_CYCLE_THREAD_NICE", std::to_string(wanted)}})});
-    for (int i = 0; i < 200 && count() == before; ++i) {
+  const auto wait_count = [&](int nice, std::int64_t want) {
+    for (int i = 0; i < 200 && count(nice) != want; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    EXPECT_EQ(count(), before + 1);
+    return count(nice);
+  };
+  const int boosted = std::max(mine - 3, -20);
+  const int reboosted = std::max(mine - 1, -20);
+  const std::int64_t before = count(boosted);
+  const std::int64_t before_re = count(reboosted);
+  {
+    Runtime rt(RuntimeOptions{MapEnv({{"HVDTUNE_CYCLE_THREAD_BOOST", "3"}})});
+    EXPECT_EQ(rt.knobs().cycle_thread_boost(), 3);
+    EXPECT_EQ(wait_count(boosted, before + 1), before + 1);
     EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(gettid())), mine)
         << "the application's thread keeps its nice value";
     std::vector<std::vector<float>> outs;
-    RunSet(rt, "nice", 3, Iota(3), &outs);
+    RunSet(rt, "boost", 3, Iota(3), &outs);
+
+    // A knob update moves it, on every rank.
+    KnobSettings next = rt.knobs();
+    next.Set(KnobId::kCycleThreadBoost, 1);
+    std::uint64_t version = 0;
+    if (rt.rank() == 0) version = rt.RequestKnobUpdate(next);
+    MPI_Bcast(&version, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    ASSERT_TRUE(WaitFor([&] { return rt.knob_version() == version; }));
+    EXPECT_EQ(wait_count(reboosted, before_re + 1), before_re + 1);
+    EXPECT_EQ(count(boosted), before);
+    RunSet(rt, "boost.updated", 3, Iota(3), &outs);
   }
-  EXPECT_EQ(count(), before) << "the thread ended with its runtime";
+  EXPECT_EQ(count(reboosted), before_re) << "the thread ended with its runtime";
 }
 
 TEST(RuntimeErrors, MismatchedShapeFailsOnEveryRankAndOthersGoOn) {

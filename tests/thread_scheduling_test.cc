@@ -68,5 +68,39 @@ TEST(ThreadScheduling, NiceAppliesToTheCallingThreadOnly) {
   EXPECT_EQ(nice_of(gettid()), mine);
 }
 
+// A boost is relative to the thread's first nice value; a refused one keeps
+// the value (checked by raising the floor first: a thread that raised its
+// nice value may not lower it again without privilege, unless root).
+TEST(ThreadScheduling, BoostIsRelativeToTheThreadsFirstNiceValue) {
+  const auto nice_of = [](pid_t tid) {
+    return getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+  };
+  const int mine = nice_of(gettid());
+  bool can = false;
+  int first = 0, boosted = 0, back = 0, applied = -1;
+  std::thread([&] {
+    const int start = std::min(mine + 4, 19);
+    ASSERT_EQ(SetThreadNice(start), "");  // raising needs no privilege
+    first = ThreadNice();
+    can = CanRaiseThreadPriority(2);
+    EXPECT_EQ(ThreadNice(), first) << "the probe puts the value back";
+    PriorityBoost boost;
+    boost.Apply(2, /*warn=*/false);
+    boosted = ThreadNice();
+    applied = boost.applied();
+    boost.Apply(0, /*warn=*/false);
+    back = ThreadNice();
+  }).join();
+  EXPECT_EQ(nice_of(gettid()), mine) << "other threads keep theirs";
+  EXPECT_EQ(back, first);
+  if (!can) {
+    EXPECT_EQ(boosted, first) << "a refused boost keeps the value";
+    EXPECT_EQ(applied, 0);
+    GTEST_SKIP() << "this process may not raise a thread's priority";
+  }
+  EXPECT_EQ(boosted, first - 2);
+  EXPECT_EQ(applied, 2);
+}
+
 }  // namespace
 }  // namespace hvdtune::internal

@@ -153,8 +153,6 @@ RuntimeConfig ParseConfig(const EnvLookup& env) {
     }
     s.cycle_thread_slice_us = us;
   });
-  IfSet(env, "HVDTUNE_CYCLE_THREAD_NICE",
-        [&](auto var, auto v) { s.cycle_thread_nice = Int(var, v, -20, 19); });
   IfSet(env, "HOROVOD_STALL_CHECK_TIME_SECONDS", [&](auto var, auto v) {
     s.stall_check_seconds = ParseFloatSetting(var, v, 0.0, 1e9, false);
   });
@@ -191,15 +189,6 @@ constexpr SettingSpec kSettings[] = {
      "waiting out that thread's slice, which keeps negotiation rounds and "
      "ring steps short where ranks share cores. 0 = the kernel's slice; "
      "older kernels ignore it."},
-    {"Runtime", "HVDTUNE_CYCLE_THREAD_NICE", "unset (inherit)", "-20 – 19",
-     "Nice value the cycle thread sets for itself. Below the application's "
-     "(e.g. -10) the thread, which polls while it waits, takes a shared "
-     "core from the training threads whenever it can run: worth it where "
-     "a slow link is the limit (1gbe emulated cluster: 2-4% faster), a loss "
-     "where compute is (10gbe cluster: 6-15% slower; one node: up to 19%). "
-     "Lowering "
-     "it needs CAP_SYS_NICE or RLIMIT_NICE; where refused, rank 0 warns "
-     "once and the job goes on."},
     {"Runtime", "HOROVOD_STALL_CHECK_TIME_SECONDS", "60", "0 – 1e9",
      "Rank 0 warns, every this many seconds, about each tensor that some "
      "ranks submitted and others did not, naming the tensor and the missing "

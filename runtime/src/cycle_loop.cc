@@ -12,6 +12,8 @@ namespace hvdtune::internal {
 
 void RuntimeImpl::Loop() {
   PrepareCycleThread(config_.settings, /*warn=*/mpi_.rank == 0);
+  boost_.emplace();
+  boost_->Apply(cycle_knobs_.cycle_thread_boost(), /*warn=*/mpi_.rank == 0);
   bool stop = false;
   while (!stop) {
     const auto start = std::chrono::steady_clock::now();
@@ -447,6 +449,7 @@ void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {
         static_cast<std::size_t>(update.values.cache_capacity()));
   }
   cycle_knobs_ = update.values;
+  boost_->Apply(cycle_knobs_.cycle_thread_boost(), /*warn=*/mpi_.rank == 0);
   std::uint64_t cycle = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);

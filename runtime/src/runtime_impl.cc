@@ -102,6 +102,8 @@ void RuntimeImpl::StartAutotuner(const Services& services) {
   ctx.knobs = config_.knobs;
   ctx.settings = config_.autotune;
   ctx.tune_num_groups = config_.tune_num_groups;
+  ctx.priority_raisable = CanRaiseThreadPriority(
+      static_cast<int>(GetKnobSpec(KnobId::kCycleThreadBoost).tune_max));
   ctx.config_source = services.config_source;
   try {
     autotuner_ = services.make_autotuner(ctx);

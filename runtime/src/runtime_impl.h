@@ -25,6 +25,7 @@
 #include "executor.h"
 #include "hvdtune/runtime.h"
 #include "tensor_entry.h"
+#include "thread_scheduling.h"
 
 namespace hvdtune::internal {
 
@@ -191,6 +192,8 @@ class RuntimeImpl final : public ExecutionListener {
   };
   std::vector<Finished> finished_;
   KnobSettings cycle_knobs_;
+  // The cycle thread's priority boost; made when the thread starts.
+  std::optional<PriorityBoost> boost_;
   int tensors_this_cycle_ = 0;
 
   std::thread thread_;

@@ -1,5 +1,6 @@
 #include "thread_scheduling.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -44,6 +45,8 @@ void WarnNotApplied(bool warn, const char* keeps, const char* var, int value,
             << "=" << value << " not applied: " << why << ")" << std::endl;
 }
 
+constexpr int kHighestPriorityNice = -20;
+
 }  // namespace
 
 void PrepareCycleThread(const RuntimeSettings& settings, bool warn) {
@@ -54,11 +57,6 @@ void PrepareCycleThread(const RuntimeSettings& settings, bool warn) {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
 #endif
   NameThisThread("hvdtune-cycle");
-  if (const int nice = settings.cycle_thread_nice;
-      nice != RuntimeSettings::kInheritNice) {
-    WarnNotApplied(warn, "its nice value", "HVDTUNE_CYCLE_THREAD_NICE", nice,
-                   SetThreadNice(nice));
-  }
   if (const int us = settings.cycle_thread_slice_us; us > 0) {
     WarnNotApplied(warn, "the kernel's time slice",
                    "HVDTUNE_CYCLE_THREAD_SLICE_US", us,
@@ -112,6 +110,40 @@ std::string SetThreadNice(int nice) {
   (void)nice;
   return "not supported on this system";
 #endif
+}
+
+int ThreadNice() {
+#ifdef __linux__
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+  return errno == 0 ? nice : 0;
+#else
+  return 0;
+#endif
+}
+
+bool CanRaiseThreadPriority(int levels) {
+  const int now = ThreadNice();
+  const int target = std::max(kHighestPriorityNice, now - levels);
+  if (target == now) return false;
+  if (!SetThreadNice(target).empty()) return false;
+  SetThreadNice(now);  // a higher nice value needs no privilege
+  return true;
+}
+
+PriorityBoost::PriorityBoost() : base_(ThreadNice()) {}
+
+void PriorityBoost::Apply(int levels, bool warn) {
+  if (levels == applied_) return;
+  const std::string why =
+      SetThreadNice(std::max(kHighestPriorityNice, base_ - levels));
+  if (why.empty()) {
+    applied_ = levels;
+    return;
+  }
+  WarnNotApplied(warn && !warned_, "its priority", "HVDTUNE_CYCLE_THREAD_BOOST",
+                 levels, why);
+  warned_ = true;
 }
 
 std::int64_t SchedulerSliceMicroseconds(int tid) {

@@ -20,11 +20,31 @@
 namespace hvdtune::internal {
 
 /// Makes the calling thread the cycle thread: names it hvdtune-cycle, makes
-/// its sleeps exact to the microsecond, and applies the settings' nice
-/// value, then time slice (which keeps the nice value). A request the
-/// system refuses is skipped, with one line on stderr saying why when
-/// `warn` (rank 0).
+/// its sleeps exact to the microsecond, and applies the settings' time
+/// slice. A request the system refuses is skipped, with one line on stderr
+/// saying why when `warn` (rank 0).
 void PrepareCycleThread(const RuntimeSettings& settings, bool warn);
+
+/// The cycle thread's priority boost (the cycle_thread_boost knob): nice
+/// levels below the value the thread had when this was made. Made and
+/// applied on the thread it boosts.
+class PriorityBoost {
+ public:
+  /// Remembers the calling thread's nice value.
+  PriorityBoost();
+  /// Sets the thread's nice value to its first one minus `levels` (at
+  /// least -20), unless that is already in force. On a refusal the thread
+  /// keeps its nice value and, once per object when `warn`, says why on
+  /// stderr; the job goes on.
+  void Apply(int levels, bool warn);
+  /// The levels last applied successfully.
+  int applied() const { return applied_; }
+
+ private:
+  int base_;
+  int applied_ = 0;
+  bool warned_ = false;
+};
 
 /// Names the calling thread (shown by top -H, ps -L and debuggers; at most
 /// 15 characters are kept).
@@ -41,6 +61,13 @@ std::string RequestSchedulerSlice(std::int64_t microseconds);
 /// process keep theirs). Returns an empty string on success, else why not
 /// (lowering it needs CAP_SYS_NICE or a high enough RLIMIT_NICE).
 std::string SetThreadNice(int nice);
+
+/// The calling thread's nice value (0 where the system has none).
+int ThreadNice();
+
+/// Whether the calling thread may lower its nice value by `levels` (it
+/// tries, then puts the value back). False when it is already at -20.
+bool CanRaiseThreadPriority(int levels);
 
 /// The time slice the kernel reports for the calling thread (`tid` 0) or
 /// thread `tid`, in microseconds; -1 where it reports none.

@@ -82,10 +82,6 @@ struct RuntimeSettings {
   /// thread asks for, in microseconds (Linux 6.12 and later honour it), so
   /// that it preempts a training thread when it wakes; 0 = the kernel's.
   int cycle_thread_slice_us = 100;
-  /// HVDTUNE_CYCLE_THREAD_NICE: the nice value the cycle thread sets for
-  /// itself (-20 - 19); kInheritNice = keep the one it starts with.
-  static constexpr int kInheritNice = 100;
-  int cycle_thread_nice = kInheritNice;
   /// HOROVOD_STALL_CHECK_TIME_SECONDS: rank 0 warns about tensors that some
   /// ranks submitted and others did not for this long (0 = no check).
   double stall_check_seconds = 60;

@@ -15,8 +15,17 @@ namespace hvdtune {
 
 class KnobSpace {
  public:
-  /// `multi_node`: the layout has more than one node; `app_groups`: the
-  /// application groups its gradients.
+  /// What decides whether a knob of a given TuneWhen is tuned.
+  struct Scope {
+    /// The layout has more than one node.
+    bool multi_node = false;
+    /// The application groups its gradients.
+    bool app_groups = false;
+    /// The process may raise a thread's priority (the cycle thread's boost).
+    bool priority_raisable = false;
+  };
+  KnobSpace(const KnobConfig& knobs, const Scope& scope);
+  /// Scope{multi_node, app_groups}: no priority knob.
   KnobSpace(const KnobConfig& knobs, bool multi_node, bool app_groups);
 
   bool empty() const { return ids_.empty(); }

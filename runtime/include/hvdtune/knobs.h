@@ -25,6 +25,7 @@ enum class KnobId : int {
   kNumGroups,
   kPipelineChunkBytes,
   kHierarchicalChunkBytes,
+  kCycleThreadBoost,
   kCount,
 };
 inline constexpr int kNumKnobs = static_cast<int>(KnobId::kCount);
@@ -41,8 +42,8 @@ enum class TuneAs {
   kRange,
   /// Every choice of a categorical or bool knob.
   kChoice,
-  /// Two states: 0 (off) and the configured value (the default if that is
-  /// 0), e.g. the response cache's capacity.
+  /// Two states: 0 (off) and the configured value (else the default, else
+  /// tune_max), e.g. the response cache's capacity.
   kOnOff,
 };
 
@@ -54,6 +55,9 @@ enum class TuneWhen {
   /// The application splits its gradients into groups
   /// (RuntimeOptions::tune_num_groups).
   kAppGroups,
+  /// The layout has more than one node and the process may raise a
+  /// thread's priority (CAP_SYS_NICE, or an RLIMIT_NICE that allows it).
+  kMultiNodeRaisablePriority,
 };
 
 /// The allreduce algorithm knob's choices, in registry order (the
@@ -141,6 +145,9 @@ class KnobSettings {
   }
   std::int64_t hierarchical_chunk_bytes() const {
     return static_cast<std::int64_t>(Get(KnobId::kHierarchicalChunkBytes));
+  }
+  int cycle_thread_boost() const {
+    return static_cast<int>(Get(KnobId::kCycleThreadBoost));
   }
 
   /// Human form of one knob's value: "134217728", "1.5", "native", "true".

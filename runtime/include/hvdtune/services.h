@@ -104,6 +104,9 @@ struct TuningContext {
   KnobConfig knobs;
   AutotuneSettings settings;
   bool tune_num_groups = false;
+  /// Rank 0 may raise a thread's priority (the cycle thread's boost is
+  /// tuned on more than one node only then).
+  bool priority_raisable = false;
   /// May be null.
   std::shared_ptr<ConfigSource> config_source;
 };

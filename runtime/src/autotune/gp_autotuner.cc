@@ -39,7 +39,10 @@ class GpAutotuner final : public Autotuner {
  public:
   explicit GpAutotuner(const TuningContext& ctx)
       : ctx_(ctx),
-        space_(ctx.knobs, ctx.info.cross_size > 1, ctx.tune_num_groups) {
+        space_(ctx.knobs,
+               KnobSpace::Scope{.multi_node = ctx.info.cross_size > 1,
+                                .app_groups = ctx.tune_num_groups,
+                                .priority_raisable = ctx.priority_raisable}) {
     settings_.warmup_samples = ctx.settings.warmup_samples;
     settings_.steps_per_sample = ctx.settings.steps_per_sample;
     settings_.sample_precision = ctx.settings.sample_precision;

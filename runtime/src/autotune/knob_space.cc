@@ -6,14 +6,16 @@
 namespace hvdtune {
 namespace {
 
-bool InScope(const KnobSpec& spec, bool multi_node, bool app_groups) {
+bool InScope(const KnobSpec& spec, const KnobSpace::Scope& scope) {
   switch (spec.tune_when) {
     case TuneWhen::kAlways:
       return true;
     case TuneWhen::kMultiNode:
-      return multi_node;
+      return scope.multi_node;
     case TuneWhen::kAppGroups:
-      return app_groups;
+      return scope.app_groups;
+    case TuneWhen::kMultiNodeRaisablePriority:
+      return scope.multi_node && scope.priority_raisable;
   }
   return false;
 }
@@ -26,11 +28,15 @@ int NumChoices(const KnobSpec& spec) {
 }  // namespace
 
 KnobSpace::KnobSpace(const KnobConfig& knobs, bool multi_node, bool app_groups)
+    : KnobSpace(knobs,
+                Scope{.multi_node = multi_node, .app_groups = app_groups}) {}
+
+KnobSpace::KnobSpace(const KnobConfig& knobs, const Scope& scope)
     : initial_(knobs.values) {
   std::vector<tuner::Dimension> dims;
   for (const KnobSpec& spec : KnobTable()) {
     if (!spec.tunable() || knobs.pinned[static_cast<int>(spec.id)] ||
-        !InScope(spec, multi_node, app_groups)) {
+        !InScope(spec, scope)) {
       continue;
     }
     const std::string name(spec.name);
@@ -96,9 +102,10 @@ KnobSettings KnobSpace::FromConfig(const tuner::Config& c,
     const KnobSpec& spec = GetKnobSpec(id);
     double v = c[i];
     if (spec.tune_as == TuneAs::kOnOff) {
-      // On = the configured value, or the default when that is off.
-      const double on =
-          initial_.Get(id) > 0 ? initial_.Get(id) : spec.default_value;
+      // On = the configured value, else the default, else tune_max.
+      const double on = initial_.Get(id) > 0     ? initial_.Get(id)
+                        : spec.default_value > 0 ? spec.default_value
+                                                 : spec.tune_max;
       v = v >= 0.5 ? on : 0.0;
     } else if (spec.type != KnobType::kFloat) {
       v = std::round(v);
