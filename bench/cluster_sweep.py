@@ -86,6 +86,9 @@ def main():
     ap.add_argument("--ranks-per-node", type=int, default=2)
     ap.add_argument("--compare", action="append", default=[],
                     help="NAME=ENV1=V1,ENV2=V2: one more configuration to re-measure")
+    ap.add_argument("--grid", action="append", default=[],
+                    help="one more grid axis KNOB=V1,V2,... (e.g. "
+                         "cycle_thread_boost=0,10)")
     args = ap.parse_args()
 
     why = subprocess.run([CLUSTER, "check"], capture_output=True, text=True)
@@ -110,7 +113,7 @@ def main():
                 sweep_cmd = [os.path.join(args.build, "tools/hvd_tune/hvd-tune"),
                              "sweep", "--strategy", "grid", "--workload", workload,
                              "--scale", scale, "--no-store", "--json"]
-                for g in GRID:
+                for g in GRID + args.grid:
                     sweep_cmd += ["--grid", g]
                 print("# %s %s x%s: grid sweep" % (preset, workload, scale),
                       file=sys.stderr, flush=True)
@@ -128,9 +131,9 @@ def main():
                         "%s %.1f" % (n, samples[n][-1]) for n, _ in configs)),
                           file=sys.stderr, flush=True)
                 med = {n: statistics.median(v) for n, v in samples.items()}
+                axes = [g.partition("=")[0] for g in GRID + args.grid]
                 best_text = " ".join("%s=%s" % (k, v) for k, v in best.items()
-                                     if k in ("allreduce_algorithm", "fusion_threshold",
-                                              "cycle_time"))
+                                     if k in axes)
                 rows.append((preset, "%s x%s" % (workload, scale), med, best_text,
                              len(sweep["points"]), sweep["seconds"]))
         finally:
