@@ -318,13 +318,29 @@ AutotunePolicy::State::Result AutotunePolicy::State::Decide(const Job& job) {
   // In the refining tail, the configuration the round would freeze on is
   // measured first if it has not been (it may differ from every sample in
   // the knobs set back to their initial values), so that the freeze picks
-  // it from what was measured.
+  // it from what was measured. While it still differs from the best-scoring
+  // configuration (the model is not sure the knobs set back matter), the
+  // tail measures the two in turn, the less measured first: a difference
+  // smaller than one sample's noise is then decided by repeated samples of
+  // both, not by the model's reach from their neighbours.
   if (job.round_samples >= job.budget - ExploitTail(job.budget) &&
       settings.freeze_confidence > 0) {
-    Config candidate = internal::FreezeCandidate(*optimizer, own_begin,
-                                                 settings.freeze_confidence);
-    if (!internal::Measured(*optimizer, own_begin, candidate)) {
-      r.config = std::move(candidate);
+    internal::FreezeContenders c = internal::FreezeContendersOf(
+        *optimizer, own_begin, settings.freeze_confidence);
+    if (!internal::Measured(*optimizer, own_begin, c.candidate)) {
+      r.config = std::move(c.candidate);
+      return r;
+    }
+    if (c.leader != c.candidate) {
+      const int leader_n =
+          internal::TimesMeasured(*optimizer, own_begin, c.leader);
+      const int candidate_n =
+          internal::TimesMeasured(*optimizer, own_begin, c.candidate);
+      const bool leader_next =
+          leader_n != candidate_n
+              ? leader_n < candidate_n
+              : optimizer->observations().back().config != c.leader;
+      r.config = leader_next ? std::move(c.leader) : std::move(c.candidate);
       return r;
     }
   }

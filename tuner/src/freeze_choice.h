@@ -19,10 +19,28 @@ namespace hvdtune::tuner::internal {
 Config FreezeCandidate(const BayesianOptimizer& optimizer,
                        std::size_t own_begin, double confidence);
 
+/// The two configurations a round's freeze decides between: `leader`, the
+/// observation (from `own_begin` on) with the highest posterior mean, and
+/// `candidate`, FreezeCandidate(): the leader with the knobs the model is
+/// not sure of set back. Equal where every change is sure (or there is no
+/// model).
+struct FreezeContenders {
+  Config leader;
+  Config candidate;
+};
+FreezeContenders FreezeContendersOf(const BayesianOptimizer& optimizer,
+                                    std::size_t own_begin, double confidence);
+
+/// How many of the observations from `own_begin` on measured `config`.
+int TimesMeasured(const BayesianOptimizer& optimizer, std::size_t own_begin,
+                  const Config& config);
+
 /// What the round freezes on: always one of this run's observations (with
 /// its observed score). FreezeCandidate() if it was measured, else the
 /// measured configuration nearest to it (unit-space distance, categorical
-/// mismatches counting 1), the highest posterior mean among equals.
+/// mismatches counting 1), the highest posterior mean among equals, of
+/// those the model does not put more than `confidence` standard deviations
+/// of the difference behind the leader (FreezeContenders).
 Observation ChooseFrozen(const BayesianOptimizer& optimizer,
                          std::size_t own_begin, double confidence);
 

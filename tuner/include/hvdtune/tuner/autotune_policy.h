@@ -32,7 +32,10 @@
 //    deviations of the difference ahead. The last `exploit_share` of a round's
 //    samples refine the best region; the first of them measures that candidate
 //    if no sample has (if it moved since, the freeze takes the measured
-//    configuration nearest to it). Priors
+//    configuration nearest to it), and while it differs from the measured
+//    configuration with the highest posterior mean, the rest measure the two
+//    in turn, the less measured first, so that repeated samples of both
+//    settle a difference smaller than one sample's noise. Priors
 //    shape the model but are never frozen on unmeasured, since their scores
 //    may be on another scale. The frozen configuration is handed out by
 //    TakeConfig() like any other.

@@ -1,0 +1,122 @@
+// What an exploration round freezes on when the best change it found is
+// worth about one sample's noise: the refining tail measures the two
+// configurations the freeze decides between (the best-scoring one and the
+// one with the unsure knobs set back) in turn, and the freeze never takes a
+// stand-in the model puts clearly behind the best.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "hvdtune/tuner/autotune_policy.h"
+
+namespace hvdtune::tuner {
+namespace {
+
+// Three knobs on log axes and an algorithm. "fusion" has a broad optimum
+// worth 30% at unit 0.3, "cycle" a shallow one at 0.4; "segment" is worth
+// 5% below unit 0.35 and nothing elsewhere (segments small enough to
+// pipeline); algorithm 2 is 25-30% ahead of the others. Throughput in GB/s
+// before noise.
+SearchSpace Space() {
+  return SearchSpace(
+      {Dimension::Continuous("fusion", 1 << 20, 256 << 20, true),
+       Dimension::Continuous("segment", 16 << 10, 16 << 20, true),
+       Dimension::Continuous("cycle", 0.2, 20, true),
+       Dimension::Categorical("algorithm", 3)});
+}
+
+double Throughput(const Config& c) {
+  const Eigen::VectorXd u = Space().ToUnit(c);
+  const double fusion = 1 - 0.3 * std::min(1.0, std::abs(u[0] - 0.3) / 0.7);
+  const double segment = u[1] < 0.35 ? 1.05 : 1.0;
+  const double cycle = 1 - 0.2 * std::abs(u[2] - 0.4);
+  const double algorithm = c[3] == 2 ? 1.0 : (c[3] == 1 ? 0.75 : 0.7);
+  return fusion * segment * cycle * algorithm;
+}
+
+// 128 MiB fusion, 1 MiB segments, 1 ms cycles, algorithm 0: the runtime's
+// defaults on these axes.
+Config Initial() { return {128.0 * (1 << 20), 1 << 20, 1.0, 0}; }
+
+struct Tuned {
+  Config frozen;
+  std::vector<Config> measured;  // every exploration sample, in order
+};
+
+// Drives one policy (20 samples of 5 steps) until it freezes; every step's
+// throughput is multiplied by lognormal noise of `step_noise`.
+Tuned Tune(std::uint64_t seed, double step_noise) {
+  AutotunePolicySettings s;
+  s.warmup_samples = 2;
+  s.steps_per_sample = 5;
+  s.sample_precision = 0;  // fixed-length samples: a known noise per sample
+  s.max_samples = 20;
+  s.seed = seed;
+  s.asynchronous = false;
+  PolicyStart start;
+  start.initial = Initial();
+  AutotunePolicy policy(Space(), start, s);
+  std::mt19937_64 rng(seed * 7919 + 1);
+  std::normal_distribution<double> noise(0.0, step_noise);
+  Config in_force = Initial();
+  Tuned run;
+  double now = 0;
+  for (int i = 0; i < 5000 && policy.status().phase != Phase::kFrozen; ++i) {
+    if (auto next = policy.TakeConfig()) in_force = *next;
+    const double seconds = 0.1;
+    now += seconds;
+    policy.OnStep(Throughput(in_force) * std::exp(noise(rng)) * 1e9 * seconds,
+                  seconds, now);
+    for (const PolicyEvent& e : policy.TakeEvents()) {
+      if (e.kind == PolicyEvent::Kind::kSample &&
+          e.phase == Phase::kExploring) {
+        run.measured.push_back(e.config);
+      }
+    }
+  }
+  EXPECT_EQ(policy.status().phase, Phase::kFrozen) << "seed " << seed;
+  run.frozen = policy.status().best;
+  return run;
+}
+
+TEST(AutotunePolicyFreezeTest, NeverFreezesFarBehindWhatItMeasured) {
+  // Over 200 seeds each, at 6% and 15% noise per step, the configuration a
+  // round freezes on is within 15% of the best one it measured (noiseless).
+  // Measured on these seeds: without the races the worst is 0.846 (15%
+  // noise; the model's doubts set knobs back where a few more samples would
+  // have kept them), without the guard 0.802 (6%: an unmeasured candidate's
+  // nearest stand-in was a poor sample), without either 0.815.
+  for (double noise : {0.06, 0.15}) {
+    double worst = 1;
+    for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+      const Tuned run = Tune(seed, noise);
+      double best = 0;
+      for (const Config& c : run.measured) best = std::max(best, Throughput(c));
+      worst = std::min(worst, Throughput(run.frozen) / best);
+    }
+    EXPECT_GE(worst, 0.85) << "noise " << noise;
+  }
+}
+
+TEST(AutotunePolicyFreezeTest, TheTailMeasuresTheTwoContendersInTurn) {
+  // Where the tail raced two configurations (A B A B as its last samples),
+  // the round froze on one of them.
+  int races = 0;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    const Tuned run = Tune(seed, 0.06);
+    ASSERT_GE(run.measured.size(), 4u);
+    const auto tail = run.measured.end() - 4;
+    const Config& a = tail[0];
+    const Config& b = tail[1];
+    if (a == b || tail[2] != a || tail[3] != b) continue;
+    ++races;
+    EXPECT_TRUE(run.frozen == a || run.frozen == b) << "seed " << seed;
+  }
+  EXPECT_GE(races, 3);
+}
+
+}  // namespace
+}  // namespace hvdtune::tuner
