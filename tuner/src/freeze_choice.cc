@@ -33,15 +33,6 @@ bool ClearlyAhead(const BayesianOptimizer& optimizer, const Config& a,
 
 }  // namespace
 
-bool Measured(const BayesianOptimizer& optimizer, std::size_t own_begin,
-              const Config& config) {
-  const std::vector<Observation>& obs = optimizer.observations();
-  for (std::size_t i = own_begin; i < obs.size(); ++i) {
-    if (obs[i].config == config) return true;
-  }
-  return false;
-}
-
 int TimesMeasured(const BayesianOptimizer& optimizer, std::size_t own_begin,
                   const Config& config) {
   const std::vector<Observation>& obs = optimizer.observations();
@@ -50,6 +41,11 @@ int TimesMeasured(const BayesianOptimizer& optimizer, std::size_t own_begin,
     n += obs[i].config == config;
   }
   return n;
+}
+
+bool Measured(const BayesianOptimizer& optimizer, std::size_t own_begin,
+              const Config& config) {
+  return TimesMeasured(optimizer, own_begin, config) > 0;
 }
 
 Config FreezeCandidate(const BayesianOptimizer& optimizer,
