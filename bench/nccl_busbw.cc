@@ -138,8 +138,8 @@ int Run(MpiSession& mpi, int argc, char** argv) {
   float* in = nullptr;
   float* out = nullptr;
   const auto max_size = static_cast<std::size_t>(max_count) * sizeof(float);
-  CheckCuda(cudaMalloc(&in, max_size), "cudaMalloc");
-  CheckCuda(cudaMalloc(&out, max_size), "cudaMalloc");
+  CheckCuda(cudaMalloc(reinterpret_cast<void**>(&in), max_size), "cudaMalloc");
+  CheckCuda(cudaMalloc(reinterpret_cast<void**>(&out), max_size), "cudaMalloc");
   {
     std::vector<float> host(static_cast<std::size_t>(max_count));
     for (std::int64_t i = 0; i < max_count; ++i) {
