@@ -7,7 +7,8 @@
 # that has torch, runs the C++ NCCL suite and the torch CUDA tests (1 rank:
 # NCCL; 2 ranks on one GPU: staged through host memory unless NCCL >= 2.30
 # lets them share it), the busbw benchmark against raw ncclAllReduce
-# (1 KiB - 1 GiB) and a short autotuned training on CUDA tensors. Every step
+# (1 KiB - 1 GiB) and a short autotuned training on CUDA tensors
+# (tools/device_train.py). Every step
 # has its own timeout and a failure never stops the later steps. Writes one
 # results file (--out, default $OUT/device_results.txt, else
 # /tmp/device_results.txt), rewritten after every step, with the versions,
@@ -60,6 +61,7 @@ work=$(mktemp -d /tmp/hvdtune-device.XXXXXX)
 build=${build:-$work/build}
 logs=$work/logs
 prefix=${prefix:-$work/prefix}
+logcopy=$(dirname "$out")/device_check_logs
 mkdir -p "$logs" "$prefix"
 start=$(date +%s)
 deadline=$((start + budget))
@@ -91,8 +93,10 @@ write_results() {
     echo "## Could not run"
     if ((${#cannot[@]})); then printf -- '- %s\n' "${cannot[@]}"; else echo "- (nothing)"; fi
     echo
-    echo "Logs: $logs"
+    echo "Logs: $logcopy (and $logs)"
   } >"$out"
+  # The logs beside the results file, so that they come back with it.
+  mkdir -p "$logcopy" && cp -f "$logs"/*.log "$logcopy"/ 2>/dev/null
 }
 
 # step NAME MAX_SECONDS CMD...: runs CMD with a timeout of MAX_SECONDS or
@@ -135,10 +139,10 @@ section() {
 
 # GoogleTest counts of a log (summed over the ranks that printed them).
 gtest_counts() {
-  awk '/^\[  PASSED  \] [0-9]+ test/ {p += $4}
+  sed 's/\x1b\[[0-9;]*m//g' "$1" | awk '/^\[  PASSED  \] [0-9]+ test/ {p += $4}
        /^\[  SKIPPED \] [0-9]+ test/ {s += $4}
        /^\[  FAILED  \] [0-9]+ test/ {f += $4}
-       END {printf "passed %d, skipped %d, failed %d (summed over ranks)", p, s, f}' "$1"
+       END {printf "passed %d, skipped %d, failed %d (as the ranks printed them)", p, s, f}'
 }
 
 # pytest's summary lines ("N passed, M skipped in T s"), one per rank.
@@ -317,28 +321,28 @@ if [ $built = 1 ] && [ -x "$build/bench/nccl_busbw" ]; then
     if ((rc == 77)); then
       could_not "busbw at $np rank(s): $(grep -m1 'could not run' "$logs/busbw_np$np.log")"
     fi
-    section "busbw, $np rank(s) (exit $rc)" "$(grep -E '^(#|  )' "$logs/busbw_np$np.log"; grep -m3 -i 'error' "$logs/busbw_np$np.log")"
+    section "busbw, $np rank(s) (exit $rc)" "$(grep -E '^(#|nccl_busbw|  +[0-9.]+ (B|KiB|MiB|GiB) )' "$logs/busbw_np$np.log")"
   done
 elif [ $built = 1 ]; then
   could_not "busbw: no nccl_busbw (this build has no NCCL backend)"
 fi
 
 # -- autotuned training on CUDA tensors --------------------------------------------------
+# tools/device_train.py allreduces the gradients also on one rank (where
+# DistributedOptimizer, as Horovod's, reduces nothing), so that the 1-rank
+# run trains on NCCL while the tuner explores.
 if [ $built = 1 ] && [ -n "$py" ]; then
   for np in 1 2; do
     step "train_np$np" 120 env HOROVOD_AUTOTUNE=1 HOROVOD_AUTOTUNE_WARMUP_SAMPLES=1 \
       HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=3 HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=8 \
       HVDTUNE_AUTOTUNE_SAMPLE_PRECISION=0 HVDTUNE_AUTOTUNE_RETUNE_DROP=0 \
       HVDTUNE_AUTOTUNE_STORE=off HOROVOD_AUTOTUNE_LOG="$work/autotune_np$np.csv" \
-      "${mpi[@]}" -np "$np" "$py" "$root/examples/pytorch_synthetic_benchmark.py" \
-      --model resnet18 --batch-size 32 --image-size 64 --num-classes 100 \
-      --num-warmup-batches 5 --num-batches-per-iter 10 --num-iters 10 --json
+      "${mpi[@]}" -np "$np" "$py" "$root/tools/device_train.py" \
+      --model resnet18 --batch-size 32 --image-size 64 --max-seconds 75
     rc=$?
     log=$logs/train_np$np.log
     section "Training, $np rank(s), HOROVOD_AUTOTUNE=1 (exit $rc)" "$(
-      grep -E '^(Model|Number of|Total img/sec|Img/sec)' "$log"
-      grep -E 'autotune: ' "$log" | head -5
-      grep -E '^\{' "$log" | tail -1
+      grep -E '^device_train:|autotune: ' "$log" | head -8
       [ -f "$work/autotune_np$np.csv" ] && echo "samples logged: $(($(wc -l <"$work/autotune_np$np.csv") - 1))"
       grep -m3 -E 'Error|error:' "$log")"
     grep -q 'autotune: frozen' "$log" || could_not "training at $np rank(s) did not show a frozen autotune line (log: $log)"
