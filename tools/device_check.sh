@@ -21,10 +21,11 @@
 #
 # Usage: tools/device_check.sh [--dry-run] [--out FILE] [--deps DIR]
 #          [--build DIR] [--prefix DIR] [--budget SECONDS] [--jobs N]
-#          [--python PYTHON]
+#          [--python PYTHON] [--only STEPS]
 # (--build and --prefix default to a new temporary directory; give both to
-# rebuild only what changed on a second run. In a dry run every step may
-# take 10 times as long, within the budget.)
+# rebuild only what changed on a second run. --only nccl_tests,pytest_cuda,
+# busbw,train runs those steps alone after the build. In a dry run every
+# step may take 10 times as long, within the budget.)
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,6 +37,7 @@ budget=450
 jobs=$(nproc)
 py=""
 prefix=""
+only=""
 while (($#)); do
   case $1 in
     --dry-run) dry=1 ;;
@@ -43,10 +45,11 @@ while (($#)); do
     --deps) deps=$2; shift ;;
     --build) build=$2; shift ;;
     --prefix) prefix=$2; shift ;;
+    --only) only=$2; shift ;;
     --budget) budget=$2; shift ;;
     --jobs) jobs=$2; shift ;;
     --python) py=$2; shift ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "device_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -55,12 +58,12 @@ if ! [[ $budget =~ ^[0-9]+$ && $jobs =~ ^[0-9]+$ ]]; then
   echo "device_check.sh: --budget and --jobs take whole numbers" >&2
   exit 2
 fi
-out=${out:-${OUT:-/tmp}/device_results.txt}
+out=$(realpath -m "${out:-${OUT:-/tmp}/device_results.txt}")
 mkdir -p "$(dirname "$out")"
 work=$(mktemp -d /tmp/hvdtune-device.XXXXXX)
-build=${build:-$work/build}
+build=$(realpath -m "${build:-$work/build}")
 logs=$work/logs
-prefix=${prefix:-$work/prefix}
+prefix=$(realpath -m "${prefix:-$work/prefix}")
 logcopy=$(dirname "$out")/device_check_logs
 mkdir -p "$logs" "$prefix"
 start=$(date +%s)
@@ -102,10 +105,16 @@ write_results() {
 # step NAME MAX_SECONDS CMD...: runs CMD with a timeout of MAX_SECONDS or
 # what is left of the budget (less 20 s for the results), whichever is less;
 # output in $logs/NAME.log. Returns CMD's status (124/137: timed out, 125:
-# no time left).
+# no time left, 126: left out by --only).
 step() {
   local name=$1 max=$2
   shift 2
+  case $name in deps | configure | build) ;; *)
+    if [ -n "$only" ] && [[ ",$only," != *",${name%_np*},"* ]]; then
+      status+=("- $name: left out (--only $only)")
+      return 126
+    fi ;;
+  esac
   ((dry)) && max=$((max * 10))
   local t=$((deadline - $(date +%s) - 20))
   ((t > max)) && t=$max
@@ -288,6 +297,7 @@ if [ $built = 1 ]; then
   for np in 1 2; do
     step "nccl_tests_np$np" 90 "${mpi[@]}" -np "$np" "$build/tests/nccl_tests"
     rc=$?
+    ((rc == 126)) && continue
     line="nccl_tests, $np rank(s): $(gtest_counts "$logs/nccl_tests_np$np.log") (exit $rc)"
     skip=$(grep -m1 -A1 'Skipped' "$logs/nccl_tests_np$np.log" | grep -v Skipped | head -1)
     [ -n "$skip" ] && line+=$'\n'"  skip reason: $skip"
@@ -301,6 +311,7 @@ if [ $built = 1 ] && [ -n "$py" ]; then
     step "pytest_cuda_np$np" 150 "${mpi[@]}" -np "$np" "$py" -m pytest -q -rs \
       -p no:cacheprovider "$root/python/tests/test_torch_cuda.py"
     rc=$?
+    ((rc == 126)) && continue
     suites+="test_torch_cuda.py, $np rank(s): $(pytest_counts "$logs/pytest_cuda_np$np.log") (exit $rc)"$'\n'
     reasons=$(grep -E '^SKIPPED|SKIPPED \[' "$logs/pytest_cuda_np$np.log" | sed 's/\x1b\[[0-9;]*m//g' | sort -u | head -5)
     [ -n "$reasons" ] && suites+="$(sed 's/^/  /' <<<"$reasons")"$'\n'
@@ -318,6 +329,7 @@ if [ $built = 1 ] && [ -x "$build/bench/nccl_busbw" ]; then
     step "busbw_np$np" 150 "${mpi[@]}" -np "$np" "$build/bench/nccl_busbw" \
       --min-bytes 1K --max-bytes 1G --step-factor 4 --repeats 5
     rc=$?
+    ((rc == 126)) && continue
     if ((rc == 77)); then
       could_not "busbw at $np rank(s): $(grep -m1 'could not run' "$logs/busbw_np$np.log")"
     fi
@@ -340,6 +352,7 @@ if [ $built = 1 ] && [ -n "$py" ]; then
       "${mpi[@]}" -np "$np" "$py" "$root/tools/device_train.py" \
       --model resnet18 --batch-size 32 --image-size 64 --max-seconds 75
     rc=$?
+    ((rc == 126)) && continue
     log=$logs/train_np$np.log
     section "Training, $np rank(s), HOROVOD_AUTOTUNE=1 (exit $rc)" "$(
       grep -E '^device_train:|autotune: ' "$log" | head -8
