@@ -2,9 +2,9 @@
 every collective exact against what each rank computes on its own, on the
 route the runtime gives CUDA tensors (NCCL when it has its NCCL backend,
 staged through host memory otherwise), ordered against torch's current
-stream; and the staging path with CPU tensors forced through it, so that it
-is tested where there is no GPU. The CUDA cases skip, saying why, without a
-GPU."""
+stream; and both routes' bookkeeping with CPU tensors forced along them, so
+that it is tested where there is no GPU. The CUDA cases skip, saying why,
+without a GPU."""
 
 import pytest
 import torch
@@ -32,14 +32,15 @@ def cuda_device():
     return torch.device("cuda", torch.cuda.current_device())
 
 
-@pytest.fixture(params=["staged-cpu", "cuda"])
+@pytest.fixture(params=["staged-cpu", "direct-cpu", "cuda"])
 def device(request, monkeypatch):
-    """A CUDA device, or the CPU with CPU tensors taking the staging path
-    (a host copy in, the result copied back) as CUDA tensors do without
-    NCCL."""
+    """A CUDA device, or the CPU with CPU tensors taking the route of a CUDA
+    tensor: staged (a host copy in, the result copied back) as without
+    NCCL, or direct (their own memory) as with it."""
     if request.param == "cuda":
         return cuda_device()
-    monkeypatch.setattr(_common, "_force_staging", True)
+    route = "staged" if request.param == "staged-cpu" else "nccl"
+    monkeypatch.setattr(_common, "_force_route", route)
     return torch.device("cpu")
 
 
@@ -90,9 +91,16 @@ def test_cuda_route_is_nccl_exactly_when_the_runtime_has_it():
         assert hvd.nccl_unavailable()
 
 
-def test_forced_staging_routes_cpu_tensors(monkeypatch):
-    monkeypatch.setattr(_common, "_force_staging", True)
-    assert _common._route(torch.ones(2), hvd.global_process_set) == "staged"
+def test_forced_routes_of_cpu_tensors(monkeypatch):
+    ps = hvd.global_process_set
+    assert _common._route(torch.ones(2), ps) == "host"
+    monkeypatch.setattr(_common, "_force_route", "staged")
+    assert _common._route(torch.ones(2), ps) == "staged"
+    monkeypatch.setattr(_common, "_force_route", "nccl")
+    assert _common._route(torch.ones(2), ps) == "nccl"
+    # What NCCL does not run here is staged.
+    assert _common._route(torch.ones(2, dtype=torch.int16), ps) == "staged"
+    assert _common._route(torch.ones(2), ps, nccl_ok=False) == "staged"
 
 
 # -- allreduce ----------------------------------------------------------------
@@ -126,7 +134,7 @@ def test_allreduce_in_place_with_scale_factors(device):
     x = values(r, 100, torch.float32, (10, 10)).to(device)
     out = hvd.allreduce_(x, op=hvd.Sum, prescale_factor=2.0,
                          postscale_factor=0.5)
-    assert out is x  # the caller's tensor holds the result
+    assert out.data_ptr() == x.data_ptr()  # the caller's tensor holds it
     check(x, reduce_ref(n, 100, torch.float32, hvd.Sum, (10, 10)), device)
     # Non-contiguous: reduced through a contiguous copy, written back.
     y = values(r, 100, torch.float32, (10, 10)).to(device).t()
@@ -151,7 +159,7 @@ def test_grouped_allreduce(device, inplace):
           for s in shapes]
     if inplace:
         out = hvd.grouped_allreduce_(xs, op=hvd.Sum)
-        assert all(o is x for o, x in zip(out, xs))
+        assert [o.data_ptr() for o in out] == [x.data_ptr() for x in xs]
     else:
         out = hvd.grouped_allreduce(xs, op=hvd.Sum)
     for o, s in zip(out, shapes):

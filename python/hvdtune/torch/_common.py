@@ -79,18 +79,23 @@ def _check_tensor(tensor, what):
 # copied to host memory, reduced there by the MPI engine and copied back
 # (route "staged"). CPU tensors are route "host".
 
-# Tests set this so that CPU tensors take the staging path too (a host copy
-# in, the result copied back), which exercises it without a GPU.
-_force_staging = False
+# Tests set this to "staged" or "nccl" so that CPU tensors take the route a
+# CUDA tensor takes without or with the NCCL backend (a host copy in and the
+# result copied back; or their own memory, with the results the runtime
+# owns moved to the input's device), which exercises both without a GPU.
+_force_route = None
 
 
 def _route(tensor, ps, nccl_ok=True):
     """"host", "nccl" or "staged" for `tensor` in process set `ps`;
     `nccl_ok` is False for collectives the NCCL backend does not run."""
     if tensor.device.type == "cpu":
-        return "staged" if _force_staging else "host"
-    if (nccl_ok and tensor.dtype != torch.int16 and
-            _core.has_nccl(ps.process_set_id)):
+        if _force_route is None:
+            return "host"
+        nccl = _force_route == "nccl"
+    else:
+        nccl = _core.has_nccl(ps.process_set_id)
+    if nccl and nccl_ok and tensor.dtype != torch.int16:
         return "nccl"
     return "staged"
 
