@@ -196,8 +196,12 @@ int Run(MpiSession& mpi, int argc, char** argv) {
       const bool hvdtune_first = r % 2 == 0;
       for (int side = 0; side < 2; ++side) {
         const bool hvdtune_side = (side == 0) == hvdtune_first;
-        CheckCuda(cudaMemset(out, 0, static_cast<std::size_t>(count) * 4),
-                  "cudaMemset");
+        // Cleared on the NCCL stream (non-blocking: the legacy default
+        // stream would not order it before the collective).
+        CheckCuda(cudaMemsetAsync(out, 0, static_cast<std::size_t>(count) * 4,
+                                  stream),
+                  "cudaMemsetAsync");
+        CheckCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
         if (hvdtune_side) {
           hvd_times.push_back(TimeLoop(iters, [&] { hvdtune_call(count); }));
           CheckResult(out, count, size, "hvdtune allreduce");
