@@ -220,6 +220,18 @@ unpack() {
     find "$prefix" -name "$base" -exec ln -sf "$sys" {} \;
     echo "$soname: the machine's $sys"
   done < <(find "$prefix" -name 'lib*.so.*' -type f)
+  # What the carried libraries need that neither the machine nor the prefix
+  # has (the link would fail on it).
+  local missing
+  missing=$(find "$prefix" -name 'lib*.so.*' -type f -exec env \
+    LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu" \
+    ldd {} \; 2>/dev/null | grep 'not found' | sort -u)
+  if [ -n "$missing" ]; then
+    echo "missing on this machine:"
+    echo "$missing"
+  else
+    echo "every library the carried ones need is there"
+  fi
 }
 libdirs="$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu"
 export deps prefix
