@@ -1,9 +1,10 @@
 """hvdtune for PyTorch, with Horovod's interface: a Horovod script runs with
 `import hvdtune.torch as hvd` in place of `import horovod.torch as hvd`.
 
-CPU tensors; every collective spans all ranks. Refused with an error that
-says so and names the alternative: Adasum, process sets of fewer than all
-ranks, GPU tensors, elastic training.
+CPU tensors. A collective spans all ranks, or the ranks of a process set
+added with add_process_set (each such set has a runtime of its own).
+Refused with an error that says so and names the alternative: Adasum, GPU
+tensors, elastic training.
 """
 
 import hvdtune
@@ -39,7 +40,9 @@ def init(comm=None, process_sets=None, tune_num_groups=False):
     """Starts the runtime on this rank (every rank calls it). Horovod's
     arguments are accepted where they describe what hvdtune does: `comm`
     None, or the ranks (or a communicator) of the whole job; `process_sets`
-    None, "dynamic", or sets that each hold every rank."""
+    None, "dynamic" (accepted; sets can always be added and removed after
+    init), or sets (ProcessSets or lists of ranks) to add as
+    add_process_set does."""
     hvdtune.init(tune_num_groups)
     n = hvdtune.size()
     if comm is not None:
