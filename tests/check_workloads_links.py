@@ -65,7 +65,8 @@ def main() -> int:
             for target in sorted(linked(text) & bench_targets):
                 problems.append(f"{rel(path)}: links {target}, a target of "
                                 "bench/ (link hvdtune::workloads instead)")
-            if re.search(r'include_directories\s*\([^)]*bench', strip_comments(text)):
+            if re.search(r'include_directories\s*\([^)]*bench',
+                         strip_comments(text)):
                 problems.append(f"{rel(path)}: puts a bench/ folder on an "
                                 "include path")
         elif name.endswith(SOURCES):
