@@ -23,8 +23,9 @@
 
 namespace hvdtune::bench {
 
-// The workloads library's session, clock, statistics and usage error, used
-// unqualified across the benchmarks.
+// The workloads library's session, clock, statistics, tensor names and
+// usage error, used unqualified across the benchmarks.
+using workloads::IndexedName;
 using workloads::Median;
 using workloads::MpiSession;
 using workloads::NowSeconds;
@@ -82,8 +83,6 @@ double TimeLoop(std::int64_t iters, const std::function<void()>& op);
 /// The process environment with some variables replaced: what the benchmark
 /// passes as RuntimeOptions::env to run one configuration.
 EnvLookup EnvWithOverrides(std::map<std::string, std::string> overrides);
-
-using workloads::IndexedName;
 
 /// A JSON object whose keys print in insertion order.
 using Json = nlohmann::ordered_json;
