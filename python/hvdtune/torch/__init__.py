@@ -2,9 +2,10 @@
 `import hvdtune.torch as hvd` in place of `import horovod.torch as hvd`.
 
 CPU and CUDA tensors (CUDA on the runtime's NCCL backend, or staged through
-host memory where it has none; docs/python.md). Refused with an error that
-says so and names the alternative: Adasum, process sets of fewer than all
-ranks, elastic training.
+host memory where it has none; docs/python.md). A collective spans all
+ranks, or the ranks of a process set added with add_process_set (each such
+set has a runtime of its own). Refused with an error that says so and names
+the alternative: Adasum, elastic training.
 """
 
 import hvdtune
@@ -40,7 +41,9 @@ def init(comm=None, process_sets=None, tune_num_groups=False):
     """Starts the runtime on this rank (every rank calls it). Horovod's
     arguments are accepted where they describe what hvdtune does: `comm`
     None, or the ranks (or a communicator) of the whole job; `process_sets`
-    None, "dynamic", or sets that each hold every rank."""
+    None, "dynamic" (accepted; sets can always be added and removed after
+    init), or sets (ProcessSets or lists of ranks) to add as
+    add_process_set does."""
     hvdtune.init(tune_num_groups)
     n = hvdtune.size()
     if comm is not None:
