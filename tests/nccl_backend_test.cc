@@ -155,6 +155,10 @@ class DeviceBuffer {
     if (bytes_ > 0) {
       ASSERT_EQ(cudaMemcpy(ptr_, host.data(), bytes_, cudaMemcpyHostToDevice),
                 cudaSuccess);
+      // From pageable memory cudaMemcpy may return before the data lands,
+      // and the backend's stream is non-blocking: it does not wait for the
+      // legacy stream. Data handed to the runtime must be ready.
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     }
   }
   std::vector<std::uint8_t> Download() const {
@@ -349,6 +353,7 @@ TEST(NcclRuntime, DeviceBuffersRunOnTheRuntimesBackend) {
   ASSERT_EQ(cudaMemcpy(in, host.data(), kCount * sizeof(float),
                        cudaMemcpyHostToDevice),
             cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // as in DeviceBuffer
   const std::int64_t shape[] = {kCount};
   Status s = rt.Allreduce("nccl_runtime.sum", in, out, shape,
                           DataType::kFloat32, ReduceOp::kSum)

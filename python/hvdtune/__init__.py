@@ -8,18 +8,32 @@ HOROVOD_AUTOTUNE_LOG, HOROVOD_AUTOTUNE_DB, HOROVOD_METRICS_PORT,
 HOROVOD_TIMELINE, ...). Collectives are matched across ranks by name.
 """
 
+import ctypes
+import ctypes.util
 import os
-import sys
 
-# Open MPI loads its components with dlopen and expects libmpi's symbols to
-# be global; Python loads extension modules with RTLD_LOCAL.
-_flags = sys.getdlopenflags()
-sys.setdlopenflags(_flags | os.RTLD_GLOBAL)
-try:
-    from . import _core
-finally:
-    sys.setdlopenflags(_flags)
-del _flags
+
+def _load_libmpi_globally():
+    """Open MPI loads its components with dlopen and expects libmpi's
+    symbols to be global, while Python loads extension modules with
+    RTLD_LOCAL. Only libmpi is made global: the extension itself must stay
+    local, or the C++ library instances it carries would take the place of
+    those of libraries loaded after it (cuDNN crashed in its own logging that
+    way under torch 2.11)."""
+    names = ["libmpi.so.40", "libmpi.so.12"]
+    found = ctypes.util.find_library("mpi")
+    if found:
+        names.append(found)
+    for name in names:
+        try:
+            ctypes.CDLL(name, mode=os.RTLD_GLOBAL)
+            return
+        except OSError:
+            continue
+
+
+_load_libmpi_globally()
+from . import _core  # noqa: E402
 
 import numpy as np
 
