@@ -284,7 +284,7 @@ def against_grid(args, preset, refrozen_rows):
 
 
 def warm(args, cluster, work):
-    db = os.path.join(work, "store.db")
+    db = args.db or os.path.join(work, "store.db")
     extra = {"HOROVOD_AUTOTUNE_DB": db, "HVDTUNE_AUTOTUNE_STORE": "auto"}
     explored = []
     for run in range(args.runs + 1):
@@ -398,6 +398,8 @@ def main():
     ap.add_argument("--budget", type=int, default=0,
                     help="HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES (0: the default)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    ap.add_argument("--db", help="warm: the store (a file or a postgresql:// "
+                    "URL of an empty database; default: a new SQLite file)")
     ap.add_argument("--keep", help="directory for the logs (default: a temporary one)")
     args = ap.parse_args()
 
