@@ -380,7 +380,10 @@ int Main(MpiSession& mpi, int argc, char** argv) {
         AutotunePhaseName(status.phase), status.samples, status.source,
         status.default_score * per_byte, status.best_score * per_byte,
         autotune_overhead * 100);
-    if (std::isfinite(status.gain.low) && std::isfinite(status.gain.high)) {
+    if (status.phase == AutotunePhase::kFrozen &&
+        status.best_estimate.mean > 0 &&
+        std::isfinite(status.default_estimate.mean) &&
+        std::isfinite(status.gain.low) && std::isfinite(status.gain.high)) {
       // The model's estimates (AutotuneStatus), 95% intervals.
       fmt::print(
           log,
