@@ -393,19 +393,27 @@ int Main(MpiSession& mpi, int argc, char** argv) {
         std::isfinite(status.default_estimate.mean) &&
         std::isfinite(status.gain.low) && std::isfinite(status.gain.high)) {
       // The model's estimates (AutotuneStatus), 95% intervals.
-      fmt::print(
-          log,
-          "autotune estimates: frozen {:g} [{:g}, {:g}] samples/s, "
-          "initial {:g} [{:g}, {:g}] samples/s, gain {:+.1f}% "
-          "[{:+.1f}, {:+.1f}]{}\n",
-          status.best_estimate.mean * per_byte,
-          status.best_estimate.low * per_byte,
-          status.best_estimate.high * per_byte,
-          status.default_estimate.mean * per_byte,
-          status.default_estimate.low * per_byte,
-          status.default_estimate.high * per_byte, status.gain.mean * 100,
-          status.gain.low * 100, status.gain.high * 100,
-          status.kept_initial ? "; no knob beat the default beyond noise" : "");
+      if (status.kept_initial) {
+        fmt::print(log,
+                   "autotune estimates: no knob beat the default beyond "
+                   "noise; kept at {:g} [{:g}, {:g}] samples/s\n",
+                   status.best_estimate.mean * per_byte,
+                   status.best_estimate.low * per_byte,
+                   status.best_estimate.high * per_byte);
+      } else {
+        fmt::print(log,
+                   "autotune estimates: frozen {:g} [{:g}, {:g}] samples/s, "
+                   "initial {:g} [{:g}, {:g}] samples/s, gain {:+.1f}% "
+                   "[{:+.1f}, {:+.1f}]\n",
+                   status.best_estimate.mean * per_byte,
+                   status.best_estimate.low * per_byte,
+                   status.best_estimate.high * per_byte,
+                   status.default_estimate.mean * per_byte,
+                   status.default_estimate.low * per_byte,
+                   status.default_estimate.high * per_byte,
+                   status.gain.mean * 100, status.gain.low * 100,
+                   status.gain.high * 100);
+      }
     }
     if (status.exploration_seconds > 0) {
       fmt::print(

@@ -88,7 +88,9 @@ Confirmation Confirm(const std::vector<double>& stored_logs,
                    std::sqrt(stored_se * stored_se + sample_sd * sample_sd));
   const double moved = confirmed - reference;
   c.moved = std::expm1(moved);
-  c.tolerance = std::expm1(tolerance);
+  // The margin in the direction of the move, as a ratio: a fall of the
+  // log tolerance is 1 - e^-t, a rise e^t - 1.
+  c.tolerance = moved < 0 ? -std::expm1(-tolerance) : std::expm1(tolerance);
   c.log_sd = sample_sd / std::sqrt(static_cast<double>(confirm_logs.size()));
   c.confirmed =
       std::isfinite(moved) &&

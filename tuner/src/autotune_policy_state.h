@@ -102,7 +102,8 @@ constexpr double kConfirmSpreads = 3.0;
 struct Confirmation {
   bool confirmed = false;
   // How far the confirmation moved from the reference, relative (-0.2: 20%
-  // below), and the largest move the test took for noise (relative).
+  // below), and the largest move in that direction the test took for
+  // noise (relative, >= 0: 0.3 is a fall of 30% for a fall).
   double moved = 0;
   double tolerance = 0;
   // The confirmation's log standard deviation (for its interval).

@@ -169,9 +169,10 @@ struct PhaseChangeEvent {
   bool kept_initial = false;
   /// Ending a confirmation of a stored best (entering kFrozen, or kExploring
   /// when it failed): how far it moved from the stored score (relative:
-  /// -0.2 is 20% below), and the largest move taken for noise (the stored
-  /// and the new samples' spread together, at least HOROVOD_AUTOTUNE's
-  /// re-tune drop). `confirmed_store` says a confirmation ended here.
+  /// -0.2 is 20% below), and the largest move in that direction taken for
+  /// noise (0.3: a 30% fall, for a fall), from the stored and the new
+  /// samples' spread together and at least HVDTUNE_AUTOTUNE_RETUNE_DROP.
+  /// `confirmed_store` says a confirmation ended here.
   bool confirmed_store = false;
   double confirm_moved = 0;
   double confirm_tolerance = 0;

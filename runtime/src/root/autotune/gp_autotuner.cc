@@ -280,7 +280,7 @@ class GpAutotuner final : public Autotuner {
        << e.condition << " of " << e.conditions << " (" << values.ToString()
        << " at " << std::fixed << std::setprecision(3) << e.score / 1e9
        << " GB/s, " << Percent(e.confirm_moved)
-       << " from the stored score, within the +/-" << std::setprecision(1)
+       << " from the stored score, within the " << std::setprecision(1)
        << e.confirm_tolerance * 100 << "% that noise explains)";
     if (e.condition > 1) {
       os << "; the newest stored condition" << (e.condition > 2 ? "s" : "")

@@ -292,8 +292,8 @@ struct PolicyEvent {
   /// kPhaseChange ending a confirmation of a stored best (to kFrozen, or to
   /// kExploring when it failed): `confirmation` is set, with how far the
   /// last configuration confirmed moved from its stored score, relative
-  /// (-0.2: 20% below), and the largest move the test took for noise
-  /// (relative, >= 0).
+  /// (-0.2: 20% below), and the largest move in that direction the test
+  /// took for noise (relative, >= 0: 0.3 allows a fall of 30% for a fall).
   bool confirmation = false;
   double confirm_moved = 0;
   double confirm_tolerance = 0;
