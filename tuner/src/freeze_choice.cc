@@ -151,7 +151,24 @@ Estimate GainOf(const BayesianOptimizer& optimizer, std::size_t own_begin,
                 const Config& a, const Config& b) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   if (!HasModel(optimizer) || optimizer.model().num_points() == 0) {
-    return {0, nan, nan, 0};
+    // No model yet (a budget smaller than the initial design): the ratio
+    // of the two configurations' own mean log scores, with a t interval
+    // where each has 2 samples or more.
+    const std::vector<double> la = OwnLogs(optimizer, own_begin, a);
+    const std::vector<double> lb = OwnLogs(optimizer, own_begin, b);
+    if (la.empty() || lb.empty()) return {nan, nan, nan, 0};
+    const double ma = MeanOf(la), mb = MeanOf(lb);
+    Estimate g{std::expm1(ma - mb), nan, nan, 0};
+    if (la.size() >= 2 && lb.size() >= 2) {
+      const int dof = static_cast<int>(la.size() + lb.size()) - 2;
+      const double pooled = (SquaresAbout(la, ma) + SquaresAbout(lb, mb)) / dof;
+      const double se =
+          std::sqrt(pooled * (1.0 / static_cast<double>(la.size()) +
+                              1.0 / static_cast<double>(lb.size())));
+      g.low = std::expm1(ma - mb - StudentT975(dof) * se);
+      g.high = std::expm1(ma - mb + StudentT975(dof) * se);
+    }
+    return g;
   }
   const GaussianProcess& gp = optimizer.model();
   const SearchSpace& space = optimizer.space();

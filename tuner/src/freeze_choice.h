@@ -73,7 +73,9 @@ Estimate EstimateOf(const BayesianOptimizer& optimizer, std::size_t own_begin,
 
 /// The model's estimate of f(a) / f(b) - 1 with a 95% interval (the two
 /// points' posterior covariance counted), widened as EstimateOf() to span
-/// the ratio of their own samples' means; 0 (NaN bounds) without a model.
+/// the ratio of their own samples' means. Without a model: that ratio
+/// alone, with a t interval where each has 2 samples or more (else NaN
+/// bounds).
 Estimate GainOf(const BayesianOptimizer& optimizer, std::size_t own_begin,
                 const Config& a, const Config& b);
 
