@@ -284,14 +284,16 @@ def against_grid(args, preset, refrozen_rows):
 
 
 def warm(args, cluster, work):
-    db = os.path.join(work, "store.db")
+    db = args.db or os.path.join(work, "store.db")
     extra = {"HOROVOD_AUTOTUNE_DB": db, "HVDTUNE_AUTOTUNE_STORE": "auto"}
     explored = []
     for run in range(args.runs + 1):
         log = os.path.join(work, "warm%d.csv" % run)
         with open(os.path.join(work, "warm%d.out" % run), "w") as out:
+            steps = args.first_steps if run == 0 and args.first_steps \
+                else args.steps
             proc = launch(args, args.where, cluster.cid if cluster else None,
-                          args.steps, job_env(args, log, extra), out)
+                          steps, job_env(args, log, extra), out)
             rc = proc.wait()
         rows = read_log(log)
         n = sum(r["phase"] == "exploring" for r in rows)
@@ -398,6 +400,11 @@ def main():
     ap.add_argument("--budget", type=int, default=0,
                     help="HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES (0: the default)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    ap.add_argument("--first-steps", type=int, default=0,
+                    help="warm: steps of the run that fills the store "
+                    "(default: --steps)")
+    ap.add_argument("--db", help="warm: the store (a file or a postgresql:// "
+                    "URL of an empty database; default: a new SQLite file)")
     ap.add_argument("--keep", help="directory for the logs (default: a temporary one)")
     args = ap.parse_args()
 

@@ -48,6 +48,11 @@ namespace {
 
 constexpr std::string_view kProgram = "synthetic_train";
 
+// A JSON number, or null where it is not finite (an unknown bound).
+hvdtune::bench::Json Finite(double x) {
+  return std::isfinite(x) ? hvdtune::bench::Json(x) : hvdtune::bench::Json();
+}
+
 // The mean of (best - sample) / best over the exploration samples.
 double ExplorationBelowBest(const AutotuneStatus& s) {
   if (!(s.best_score > 0) || !(s.exploration_mean_score > 0)) return 0;
@@ -383,6 +388,33 @@ int Main(MpiSession& mpi, int argc, char** argv) {
         AutotunePhaseName(status.phase), status.samples, status.source,
         status.default_score * per_byte, status.best_score * per_byte,
         autotune_overhead * 100);
+    if (status.phase == AutotunePhase::kFrozen &&
+        status.best_estimate.mean > 0 &&
+        std::isfinite(status.default_estimate.mean) &&
+        std::isfinite(status.gain.low) && std::isfinite(status.gain.high)) {
+      // The model's estimates (AutotuneStatus), 95% intervals.
+      if (status.kept_initial) {
+        fmt::print(log,
+                   "autotune estimates: no knob beat the default beyond "
+                   "noise; kept at {:g} [{:g}, {:g}] samples/s\n",
+                   status.best_estimate.mean * per_byte,
+                   status.best_estimate.low * per_byte,
+                   status.best_estimate.high * per_byte);
+      } else {
+        fmt::print(log,
+                   "autotune estimates: frozen {:g} [{:g}, {:g}] samples/s, "
+                   "initial {:g} [{:g}, {:g}] samples/s, gain {:+.1f}% "
+                   "[{:+.1f}, {:+.1f}]\n",
+                   status.best_estimate.mean * per_byte,
+                   status.best_estimate.low * per_byte,
+                   status.best_estimate.high * per_byte,
+                   status.default_estimate.mean * per_byte,
+                   status.default_estimate.low * per_byte,
+                   status.default_estimate.high * per_byte,
+                   status.gain.mean * 100, status.gain.low * 100,
+                   status.gain.high * 100);
+      }
+    }
     if (status.exploration_seconds > 0) {
       fmt::print(
           log,
@@ -416,6 +448,20 @@ int Main(MpiSession& mpi, int argc, char** argv) {
       {"default_score", status.default_score},
       {"best_samples_per_sec", status.best_score * per_byte},
       {"default_samples_per_sec", status.default_score * per_byte},
+      // The model's estimates at the freeze (95% intervals; null where
+      // unknown) and whether the initial knobs were kept.
+      {"best_estimate_samples_per_sec",
+       {Finite(status.best_estimate.mean * per_byte),
+        Finite(status.best_estimate.low * per_byte),
+        Finite(status.best_estimate.high * per_byte)}},
+      {"default_estimate_samples_per_sec",
+       {Finite(status.default_estimate.mean * per_byte),
+        Finite(status.default_estimate.low * per_byte),
+        Finite(status.default_estimate.high * per_byte)}},
+      {"gain_estimate",
+       {Finite(status.gain.mean), Finite(status.gain.low),
+        Finite(status.gain.high)}},
+      {"kept_initial", status.kept_initial},
       {"overhead_fraction", autotune_overhead},
       // The cost of tuning (seconds of scored steps, against the initial
       // configuration): AutotuneStatus.

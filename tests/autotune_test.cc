@@ -447,6 +447,35 @@ TEST(StderrLogSink, FrozenLineComparesWithTheInitialScoreOnlyWhenMeasured) {
       << stored;
 }
 
+TEST(StderrLogSink, FrozenLinePrintsEstimatesWithTheirIntervals) {
+  PhaseChangeEvent e;
+  e.from = AutotunePhase::kExploring;
+  e.to = AutotunePhase::kFrozen;
+  e.samples = 20;
+  e.estimate = {1.1e9, 1.05e9, 1.16e9, 4};
+  e.score = e.estimate.mean;
+  e.reference = {1e9, 0.96e9, 1.04e9, 3};
+  e.reference_score = e.reference.mean;
+  e.gain = {0.1, 0.03, 0.17, 0};
+  const std::string tuned = PhaseLine(e);
+  EXPECT_NE(tuned.find("at 1.100 GB/s [1.050, 1.160] (initial 1.000 GB/s "
+                       "[0.960, 1.040], estimated gain +10.0% [+3.0, +17.0])"),
+            std::string::npos)
+      << tuned;
+  // Nothing beat the initial configuration beyond noise: it says so and
+  // claims no gain.
+  e.kept_initial = true;
+  e.estimate = e.reference;
+  e.score = e.estimate.mean;
+  e.gain = {0, 0, 0, 0};
+  const std::string kept = PhaseLine(e);
+  EXPECT_NE(kept.find("no knob beat the default beyond noise; kept the "
+                      "initial"),
+            std::string::npos)
+      << kept;
+  EXPECT_EQ(kept.find("gain"), std::string::npos) << kept;
+}
+
 TEST(StderrLogSink, RetuneLineSaysWhichWayTheScoreMovedFromTheFrozenMedian) {
   PhaseChangeEvent e;
   e.from = AutotunePhase::kFrozen;

@@ -220,7 +220,26 @@ Families::Families(prometheus::Registry& r, const RuntimeInfo& info) {
   best_score = score("hvdtune_autotune_best_score_bytes_per_second",
                      "Best score observed so far");
   initial_score = score("hvdtune_autotune_initial_score_bytes_per_second",
-                        "Score of the initial knobs (last warm-up sample)");
+                        "Score of the initial knobs (last warm-up sample; "
+                        "the model's estimate once frozen)");
+  auto estimate = [&](const char* name, const char* help,
+                      std::array<prometheus::Gauge*, 3>& out) {
+    auto& family = BuildGauge().Name(name).Help(help).Labels(rank).Register(r);
+    const char* bounds[] = {"mean", "low", "high"};
+    for (int b = 0; b < 3; ++b) out[b] = &family.Add({{"bound", bounds[b]}});
+  };
+  estimate("hvdtune_autotune_frozen_estimate_bytes_per_second",
+           "The model's estimate of the frozen configuration's score at the "
+           "last freeze: posterior mean and 95% interval (bound)",
+           frozen_estimate);
+  estimate("hvdtune_autotune_initial_estimate_bytes_per_second",
+           "The model's estimate of the initial configuration's score at the "
+           "last freeze (bound: mean, low, high)",
+           initial_estimate);
+  estimate("hvdtune_autotune_gain_estimate_ratio",
+           "Estimated gain of the frozen configuration over the initial one "
+           "(0.05: 5% faster) at the last freeze (bound: mean, low, high)",
+           gain_estimate);
 
   auto& error_family = BuildCounter()
                            .Name("hvdtune_errors_total")

@@ -68,6 +68,11 @@ struct Families {
   prometheus::Gauge* last_score;
   prometheus::Gauge* best_score;
   prometheus::Gauge* initial_score;
+  /// The model's estimates at the last freeze, by bound: mean, low, high
+  /// (the 95% interval).
+  std::array<prometheus::Gauge*, 3> frozen_estimate{};
+  std::array<prometheus::Gauge*, 3> initial_estimate{};
+  std::array<prometheus::Gauge*, 3> gain_estimate{};
 
   std::array<prometheus::Counter*, kNumErrorKinds> errors{};
   prometheus::Counter* stall_warnings;

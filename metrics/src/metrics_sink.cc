@@ -127,6 +127,19 @@ void MetricsSink::OnPhaseChange(const PhaseChangeEvent& e) {
   if (e.to == AutotunePhase::kFrozen && e.reference_score > 0) {
     f.initial_score->Set(e.reference_score);
   }
+  if (e.to == AutotunePhase::kFrozen) {
+    // NaN where there is no estimate (a confirmed stored best has no
+    // initial one): a gauge that says "unknown" rather than a stale value.
+    auto set = [](const std::array<prometheus::Gauge*, 3>& g,
+                  const ScoreEstimate& v) {
+      g[0]->Set(v.mean);
+      g[1]->Set(v.low);
+      g[2]->Set(v.high);
+    };
+    set(f.frozen_estimate, e.estimate);
+    set(f.initial_estimate, e.reference);
+    set(f.gain_estimate, e.gain);
+  }
 }
 
 void MetricsSink::OnError(const ErrorEvent& e) {

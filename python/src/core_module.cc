@@ -514,6 +514,19 @@ py::dict AutotuneStatusDict() {
   d["default_score"] = st.default_score;
   d["best_score"] = st.best_score;
   d["best"] = KnobsDict(st.best);
+  // The model's estimates once frozen (NaN where unknown).
+  auto estimate = [](const ScoreEstimate& e) {
+    py::dict x;
+    x["mean"] = e.mean;
+    x["low"] = e.low;
+    x["high"] = e.high;
+    x["samples"] = e.samples;
+    return x;
+  };
+  d["best_estimate"] = estimate(st.best_estimate);
+  d["default_estimate"] = estimate(st.default_estimate);
+  d["gain"] = estimate(st.gain);
+  d["kept_initial"] = st.kept_initial;
   d["tuned_knobs"] = st.tuned_knobs;
   d["source"] = st.source;
   d["fingerprint"] = st.fingerprint;

@@ -190,6 +190,22 @@ def test_timeline(args, work):
     for e in events:
         if e.get("ph") in ("X", "i") and (e.get("dur", 0) < 0 or e["ts"] < 0):
             fail("negative time in %r" % e)
+    # A freeze after exploring carries the model's estimates with intervals.
+    for e in events:
+        if e["name"] == "AUTOTUNE_FROZEN" and e["args"].get("from") == \
+                "exploring":
+            # With this job's 4 samples the model is not fitted yet: one
+            # sample of each configuration has no interval (null bounds);
+            # where there is one, it brackets the estimate.
+            est = e["args"].get("estimate_bytes_per_second") or {}
+            if not (est.get("mean") or 0) > 0 or (
+                    est.get("low") is not None and
+                    not est["low"] <= est["mean"] <= est["high"]):
+                fail("AUTOTUNE_FROZEN without an estimate inside its "
+                     "interval: %r" % e)
+            gain = e["args"].get("gain") or {}
+            if gain.get("mean") is None or "kept_initial" not in e["args"]:
+                fail("AUTOTUNE_FROZEN without the estimated gain: %r" % e)
     print("timeline: %d events, every tensor's spans" % len(events))
 
 

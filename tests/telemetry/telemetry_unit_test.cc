@@ -117,8 +117,16 @@ TEST(MetricsSink, FamiliesFollowEvents) {
   s.score = 5e8;
   s.best_score = 5e8;
   sink.OnAutotuneSample(s);
+  PhaseChangeEvent frozen;
+  frozen.from = AutotunePhase::kExploring;
+  frozen.to = AutotunePhase::kFrozen;
+  frozen.estimate = {6e8, 5.5e8, 6.5e8, 3};
+  frozen.reference = {5e8, 4.6e8, 5.4e8, 2};
+  frozen.reference_score = 5e8;
+  frozen.gain = {0.2, 0.08, 0.33, 0};
+  sink.OnPhaseChange(frozen);
   PhaseChangeEvent p;
-  p.from = AutotunePhase::kExploring;
+  p.from = AutotunePhase::kFrozen;
   p.to = AutotunePhase::kRetuning;
   sink.OnPhaseChange(p);
   KnobsAppliedEvent k;
@@ -142,6 +150,19 @@ TEST(MetricsSink, FamiliesFollowEvents) {
   EXPECT_EQ(Value(text, "hvdtune_autotune_initial_score_bytes_per_second", {}),
             5e8);
   EXPECT_EQ(Value(text, "hvdtune_autotune_phase", {"phase=\"retuning\""}), 1);
+  // The last freeze's estimates, each with its 95% interval.
+  EXPECT_EQ(Value(text, "hvdtune_autotune_frozen_estimate_bytes_per_second",
+                  {"bound=\"mean\""}),
+            6e8);
+  EXPECT_EQ(Value(text, "hvdtune_autotune_frozen_estimate_bytes_per_second",
+                  {"bound=\"low\""}),
+            5.5e8);
+  EXPECT_EQ(Value(text, "hvdtune_autotune_initial_estimate_bytes_per_second",
+                  {"bound=\"high\""}),
+            5.4e8);
+  EXPECT_EQ(
+      Value(text, "hvdtune_autotune_gain_estimate_ratio", {"bound=\"low\""}),
+      0.08);
   EXPECT_EQ(Value(text, "hvdtune_autotune_phase", {"phase=\"off\""}), 0);
   EXPECT_EQ(Value(text, "hvdtune_autotune_retunes_total", {}), 1);
   EXPECT_EQ(Value(text, "hvdtune_knob_value", {"knob=\"fusion_threshold\""}),

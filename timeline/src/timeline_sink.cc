@@ -186,6 +186,10 @@ void TimelineSink::OnPhaseChange(const PhaseChangeEvent& e) {
     r->to = e.to;
     r->score = e.score;
     r->best_score = e.reference_score;
+    r->estimate = e.estimate;
+    r->reference = e.reference;
+    r->gain = e.gain;
+    r->kept_initial = e.kept_initial;
     r->values = e.values;
   }
 }

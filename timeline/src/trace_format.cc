@@ -1,15 +1,30 @@
 #include "trace_format.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 
 namespace hvdtune::timeline::internal {
 namespace {
 
 std::string Number(double v) {
+  if (!std::isfinite(v)) return "null";  // JSON has no NaN
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
+}
+
+std::string EstimateJson(const ScoreEstimate& e) {
+  return "{\"mean\":" + Number(e.mean) + ",\"low\":" + Number(e.low) +
+         ",\"high\":" + Number(e.high) + "}";
+}
+
+// A freeze's estimates: the model's, with 95% intervals.
+std::string EstimateArgs(const Record& r) {
+  return ",\"estimate_bytes_per_second\":" + EstimateJson(r.estimate) +
+         ",\"initial_estimate_bytes_per_second\":" + EstimateJson(r.reference) +
+         ",\"gain\":" + EstimateJson(r.gain) +
+         ",\"kept_initial\":" + (r.kept_initial ? "true" : "false");
 }
 
 // Horovod's activity names: NEGOTIATE_ALLREDUCE, MPI_ALLREDUCE, ...
@@ -136,13 +151,15 @@ void TraceFormatter::Append(const Record& r, std::string& out) {
                   KnobArgs(r.values));
       return;
     case K::kPhase:
-      Instant(out, "AUTOTUNE_" + Upper(AutotunePhaseName(r.to)), r.t[0],
-              "\"from\":" + JsonString(AutotunePhaseName(r.from)) +
-                  ",\"to\":" + JsonString(AutotunePhaseName(r.to)) +
-                  ",\"samples\":" + std::to_string(r.number) +
-                  ",\"score_bytes_per_second\":" + Number(r.score) +
-                  ",\"reference_score_bytes_per_second\":" +
-                  Number(r.best_score) + KnobArgs(r.values));
+      Instant(
+          out, "AUTOTUNE_" + Upper(AutotunePhaseName(r.to)), r.t[0],
+          "\"from\":" + JsonString(AutotunePhaseName(r.from)) +
+              ",\"to\":" + JsonString(AutotunePhaseName(r.to)) +
+              ",\"samples\":" + std::to_string(r.number) +
+              ",\"score_bytes_per_second\":" + Number(r.score) +
+              ",\"reference_score_bytes_per_second\":" + Number(r.best_score) +
+              (r.to == AutotunePhase::kFrozen ? EstimateArgs(r) : "") +
+              KnobArgs(r.values));
       return;
     case K::kError:
       Instant(out, "ERROR", r.t[0],

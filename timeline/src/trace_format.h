@@ -40,6 +40,10 @@ struct Record {
   std::uint64_t number = 0;
   AutotunePhase from = AutotunePhase::kOff, to = AutotunePhase::kOff;
   double score = 0, best_score = 0;
+  /// kPhase to frozen: the model's estimates (mean, low, high) of the
+  /// frozen configuration, of the initial one and of the gain.
+  ScoreEstimate estimate, reference, gain;
+  bool kept_initial = false;
   KnobSettings values;
   KnobSettings previous;
 };

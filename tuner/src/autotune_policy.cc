@@ -11,6 +11,10 @@
 
 namespace hvdtune::tuner {
 
+bool Estimate::has_interval() const {
+  return std::isfinite(low) && std::isfinite(high);
+}
+
 const char* PhaseName(Phase phase) {
   switch (phase) {
     case Phase::kOff:
@@ -27,19 +31,7 @@ const char* PhaseName(Phase phase) {
   return "unknown";
 }
 
-namespace {
-
-// t(0.975, dof): exact for few degrees of freedom, then the Cornish-Fisher
-// expansion around the normal quantile (within 0.5% from 6 on).
-double StudentT975(int dof) {
-  static constexpr double kSmall[] = {12.706, 4.303, 3.182, 2.776, 2.571};
-  if (dof <= 5) return kSmall[std::max(dof, 1) - 1];
-  const double z = 1.959964, v = dof;
-  return z + (z * z * z + z) / (4 * v) +
-         (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * v * v);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 RobustSpread RobustSpreadOf(const std::vector<double>& values) {
   RobustSpread r;
@@ -57,7 +49,7 @@ double MedianLogHalfWidth(const std::vector<double>& logs) {
   if (n < 2) return std::numeric_limits<double>::infinity();
   // The median's standard error is 1.2533 times the mean's.
   const double spread = RobustSpreadOf(logs).spread;
-  return StudentT975(static_cast<int>(n) - 1) * 1.2533 * spread /
+  return internal::StudentT975(static_cast<int>(n) - 1) * 1.2533 * spread /
          std::sqrt(static_cast<double>(n));
 }
 

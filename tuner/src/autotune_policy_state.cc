@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -10,6 +11,16 @@
 
 namespace hvdtune::tuner {
 namespace internal {
+
+// t(0.975, dof): exact for few degrees of freedom, then the Cornish-Fisher
+// expansion around the normal quantile (within 0.5% from 6 on).
+double StudentT975(int dof) {
+  static constexpr double kSmall[] = {12.706, 4.303, 3.182, 2.776, 2.571};
+  if (dof <= 5) return kSmall[std::max(dof, 1) - 1];
+  const double z = 1.959964, v = dof;
+  return z + (z * z * z + z) / (4 * v) +
+         (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * v * v);
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -49,57 +60,42 @@ DriftReference DriftReferenceOf(const std::vector<double>& logs,
   return r;
 }
 
-namespace {
-
-enum class Sides { kBelow, kBoth };
-
-// Whether `log_confirmed` lies within the larger of retune_drop and
-// kConfirmSpreads of the spread of `logs` (not empty) from their median:
-// below it only, or either way.
-bool WithinReference(const std::vector<double>& logs, double retune_drop,
-                     double log_confirmed, Sides sides) {
-  const DriftReference ref = DriftReferenceOf(logs, retune_drop);
+Confirmation Confirm(const std::vector<double>& stored_logs,
+                     double stored_score,
+                     const std::vector<double>& confirm_logs,
+                     double retune_drop, bool both_sides) {
+  Confirmation c;
+  if (confirm_logs.empty()) return c;
+  const double confirmed = Median(confirm_logs);
+  double reference = std::log(std::max(stored_score, 1e-300));
+  double stored_se = 0;
+  // One confirmation's spread: at least the floor the drift detector uses,
+  // so two samples that happen to agree do not make it look exact.
+  double sample_sd = RetuneDropLog(retune_drop) / 3.0;
+  if (!stored_logs.empty() &&
+      (stored_logs.size() >= kConfirmMinSamples || !(stored_score > 0))) {
+    const DriftReference ref = DriftReferenceOf(stored_logs, retune_drop);
+    reference = ref.location;
+    sample_sd = std::max(sample_sd, ref.scale);
+    stored_se = ref.scale / std::sqrt(static_cast<double>(stored_logs.size()));
+  }
+  if (confirm_logs.size() >= 2) {
+    sample_sd = std::max(sample_sd, RobustSpreadOf(confirm_logs).spread);
+  }
   const double tolerance =
-      std::max(RetuneDropLog(retune_drop), kConfirmSpreads * ref.scale);
-  const double moved = log_confirmed - ref.location;
-  return sides == Sides::kBoth ? std::fabs(moved) <= tolerance
-                               : moved >= -tolerance;
-}
-
-}  // namespace
-
-bool Confirms(const PolicyStart& start, double retune_drop, double confirmed) {
-  if (!(confirmed > 0)) return false;
-  // The stored run's own samples of the configuration, where there are
-  // enough, say how much its score varied: the confirmation may fall that
-  // much below their median before it counts as a change.
-  std::vector<double> logs;
-  for (const PriorSample& p : start.priors) {
-    if (p.config == *start.known_best && p.score > 0) {
-      logs.push_back(std::log(p.score));
-    }
-  }
-  if (logs.size() >= kConfirmMinSamples) {
-    return WithinReference(logs, retune_drop, std::log(confirmed),
-                           Sides::kBelow);
-  }
-  return std::log(confirmed) >=
-         std::log(std::max(start.known_best_score, 1e-300)) -
-             RetuneDropLog(retune_drop);
-}
-
-bool ConfirmsCondition(const KnownCondition& condition, double retune_drop,
-                       double confirmed) {
-  if (!(confirmed > 0)) return false;
-  std::vector<double> logs;
-  for (double x : condition.scores) {
-    if (x > 0 && std::isfinite(x)) logs.push_back(std::log(x));
-  }
-  if (logs.empty()) return false;
-  // The drift detector's reference of the condition's frozen samples: a
-  // confirmation that moved more than the change the detector would re-tune
-  // for, either way, was measured under other conditions.
-  return WithinReference(logs, retune_drop, std::log(confirmed), Sides::kBoth);
+      std::max(RetuneDropLog(retune_drop),
+               kConfirmSpreads *
+                   std::sqrt(stored_se * stored_se + sample_sd * sample_sd));
+  const double moved = confirmed - reference;
+  c.moved = std::expm1(moved);
+  // The margin in the direction of the move, as a ratio: a fall of the
+  // log tolerance is 1 - e^-t, a rise e^t - 1.
+  c.tolerance = moved < 0 ? -std::expm1(-tolerance) : std::expm1(tolerance);
+  c.log_sd = sample_sd / std::sqrt(static_cast<double>(confirm_logs.size()));
+  c.confirmed =
+      std::isfinite(moved) &&
+      (both_sides ? std::fabs(moved) <= tolerance : moved >= -tolerance);
+  return c;
 }
 
 double DriftIncrement(double z, const DriftReference& ref, double retune_drop) {
@@ -167,6 +163,10 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
           return std::nullopt;
         }
         const double confirmed = internal::Median(confirm_scores);
+        std::vector<double> confirm_logs;
+        for (double x : confirm_scores) {
+          confirm_logs.push_back(std::log(std::max(x, 1e-300)));
+        }
         confirm_scores.clear();
         // The stored best's confirmation is the initial score; with several
         // conditions tried, the best of them is the best so far.
@@ -180,17 +180,27 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
         }
         const std::size_t n_conditions =
             walking_conditions ? start.conditions.size() : 1;
-        const bool confirms =
-            walking_conditions
-                ? internal::ConfirmsCondition(start.conditions[condition],
-                                              settings.retune_drop, confirmed)
-                : internal::Confirms(start, settings.retune_drop, confirmed);
-        if (confirms) {
+        const internal::Confirmation check = ConfirmCurrent(confirm_logs);
+        confirm_logs.clear();
+        last_confirmation = check;
+        if (check.confirmed) {
           status.best_score = confirmed;
           status.best = current;
+          const double z = 1.959964 * check.log_sd;
+          const double nan = std::numeric_limits<double>::quiet_NaN();
+          status.best_estimate = {confirmed, confirmed * std::exp(-z),
+                                  confirmed * std::exp(z),
+                                  start.confirm_samples};
+          status.initial_estimate = status.gain = {nan, nan, nan, 0};
+          status.kept_initial = false;
           PolicyEvent& e = SetPhase(Phase::kFrozen, current, confirmed, now);
           e.condition = static_cast<int>(condition) + 1;
           e.conditions = static_cast<int>(n_conditions);
+          e.estimate = status.best_estimate;
+          e.initial = e.gain = status.initial_estimate;
+          e.confirmation = true;
+          e.confirm_moved = check.moved;
+          e.confirm_tolerance = check.tolerance;
           EnterFrozen();
           return std::nullopt;
         }
@@ -210,7 +220,15 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
       }
       // The configuration in force is observed last, after those of the
       // stored conditions tried before it.
-      SetPhase(Phase::kExploring, current, status.initial_score, now);
+      PolicyEvent& explore =
+          SetPhase(Phase::kExploring, current, status.initial_score, now);
+      if (confirming) {
+        // Says by how much the stored best missed.
+        explore.confirmation = true;
+        explore.confirm_moved = last_confirmation.moved;
+        explore.confirm_tolerance = last_confirmation.tolerance;
+        explore.condition = 0;
+      }
       status.exploration_samples = round_samples =
           1 + static_cast<int>(tried.size());
       Job job;
@@ -299,19 +317,48 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
   return std::nullopt;
 }
 
-Observation AutotunePolicy::State::Incumbent() const {
-  return internal::ChooseFrozen(*optimizer, own_begin,
-                                settings.freeze_confidence);
+internal::Confirmation AutotunePolicy::State::ConfirmCurrent(
+    const std::vector<double>& confirm_logs) const {
+  std::vector<double> stored;
+  if (walking_conditions) {
+    // The condition's frozen samples, either way: a confirmation far above
+    // them was measured under other conditions as much as one far below.
+    for (double x : start.conditions[condition].scores) {
+      if (x > 0 && std::isfinite(x)) stored.push_back(std::log(x));
+    }
+    if (stored.empty()) return {};
+    return internal::Confirm(stored, 0, confirm_logs, settings.retune_drop,
+                             /*both_sides=*/true);
+  }
+  // The stored run's own samples of the stored best, where there are
+  // enough, say how much its score varied.
+  for (const PriorSample& p : start.priors) {
+    if (p.config == *start.known_best && p.score > 0) {
+      stored.push_back(std::log(p.score));
+    }
+  }
+  return internal::Confirm(stored, start.known_best_score, confirm_logs,
+                           settings.retune_drop, /*both_sides=*/false);
 }
 
 AutotunePolicy::State::Result AutotunePolicy::State::Decide(const Job& job) {
   Result r;
   r.time = job.time;
   if (job.round_samples >= job.budget || optimizer->ShouldStop()) {
-    const Observation best = Incumbent();
+    const Observation best = internal::ChooseFrozenOrInitial(
+        *optimizer, own_begin, settings.freeze_confidence,
+        settings.keep_initial_confidence, &r.kept_initial);
+    const Config& initial = optimizer->observations()[own_begin].config;
     r.kind = Result::Kind::kFreeze;
     r.config = best.config;
-    r.score = best.score;
+    // What the policy says and stores is the model's estimate from every
+    // sample, never the chosen configuration's luckiest one.
+    r.estimate = internal::EstimateOf(*optimizer, own_begin, best.config);
+    r.initial = internal::EstimateOf(*optimizer, own_begin, initial);
+    r.gain = internal::GainOf(*optimizer, own_begin, best.config, initial);
+    r.score = std::isfinite(r.estimate.mean) && r.estimate.mean > 0
+                  ? r.estimate.mean
+                  : best.score;
     return r;
   }
   r.kind = Result::Kind::kSuggest;
@@ -420,14 +467,23 @@ void AutotunePolicy::State::Publish(const Result& r) {
       current = r.config;
       pending = r.config;
       return;
-    case Result::Kind::kFreeze:
+    case Result::Kind::kFreeze: {
       status.best = r.config;
       status.best_score = r.score;
-      SetPhase(Phase::kFrozen, r.config, r.score, r.time);
+      status.best_estimate = r.estimate;
+      status.initial_estimate = r.initial;
+      status.gain = r.gain;
+      status.kept_initial = r.kept_initial;
+      PolicyEvent& e = SetPhase(Phase::kFrozen, r.config, r.score, r.time);
+      e.estimate = r.estimate;
+      e.initial = r.initial;
+      e.gain = r.gain;
+      e.kept_initial = r.kept_initial;
       EnterFrozen();
       current = r.config;
       pending = r.config;
       return;
+    }
     case Result::Kind::kError:
       Fail(r.message, r.time);
       return;

@@ -24,6 +24,9 @@ namespace internal {
 // are dropped (and counted) rather than growing without bound.
 constexpr std::size_t kMaxQueuedEvents = 10000;
 
+/// t(0.975, dof), the two-sided 95% Student t quantile (dof >= 1).
+double StudentT975(int dof);
+
 /// The median of `v` (not empty).
 double Median(std::vector<double> v);
 
@@ -78,21 +81,38 @@ struct DriftCusum {
 // The CUSUMs after one more sample.
 DriftCusum DriftStep(DriftCusum cusum, const DriftReference& ref,
                      double retune_drop, double log_score);
-// A store confirmation: whether `confirmed`, the median score of the
-// stored best (`start.known_best`) in this run, says the conditions are
-// those it was stored under. With kConfirmMinSamples or more samples of it
-// among the priors (the stored run's own), it may fall the larger of
-// retune_drop and kConfirmSpreads of their spread (DriftReferenceOf) below
-// their median; otherwise retune_drop below `start.known_best_score`.
+// A store confirmation: whether `confirmed`, the median of the
+// confirmation samples `confirm_logs` (their log scores) of a stored
+// configuration, says the conditions are those it was stored under. The
+// stored reference is the median of the stored run's own log scores of it
+// (`stored_logs`, when there are kConfirmMinSamples or more, or any and
+// `stored_score` is not positive), else `stored_score` (the stored
+// estimate). The test allows for the noise of
+// both sides: the confirmation may move the larger of
+// ln(1 / (1 - retune_drop)) and kConfirmSpreads x sqrt(stored^2 + new^2)
+// from the reference, where `stored` is the standard error of the stored
+// reference (the spread of its samples over sqrt(their number), or 0 for
+// a bare score) and `new` the spread of one confirmation: the larger of
+// the stored samples' spread (DriftReferenceOf) and that of the
+// confirmation samples (a median of a few samples taken back to back
+// varies from run to run as much as one sample does). `both_sides`: a
+// confirmation far above the reference fails too.
 constexpr std::size_t kConfirmMinSamples = 3;
 constexpr double kConfirmSpreads = 3.0;
-bool Confirms(const PolicyStart& start, double retune_drop, double confirmed);
-// A confirmation against one stored condition (PolicyStart::conditions):
-// whether `confirmed` lies within the larger of retune_drop and
-// kConfirmSpreads spreads of `condition`'s scores (DriftReferenceOf of their
-// logs) of their median, above or below.
-bool ConfirmsCondition(const KnownCondition& condition, double retune_drop,
-                       double confirmed);
+struct Confirmation {
+  bool confirmed = false;
+  // How far the confirmation moved from the reference, relative (-0.2: 20%
+  // below), and the largest move in that direction the test took for
+  // noise (relative, >= 0: 0.3 is a fall of 30% for a fall).
+  double moved = 0;
+  double tolerance = 0;
+  // The confirmation's log standard deviation (for its interval).
+  double log_sd = 0;
+};
+Confirmation Confirm(const std::vector<double>& stored_logs,
+                     double stored_score,
+                     const std::vector<double>& confirm_logs,
+                     double retune_drop, bool both_sides);
 
 }  // namespace internal
 
@@ -127,6 +147,9 @@ struct AutotunePolicy::State {
     double score = 0;
     double time = 0;
     std::string message;
+    // kFreeze: the model's estimates (PolicyEvent::estimate, initial, gain).
+    Estimate estimate, initial, gain;
+    bool kept_initial = false;
   };
 
   State(SearchSpace s, PolicyStart st, AutotunePolicySettings se)
@@ -162,6 +185,7 @@ struct AutotunePolicy::State {
   bool never_retune = false;
   int warmup_left = 0;
   std::vector<double> confirm_scores;
+  internal::Confirmation last_confirmation;
   std::vector<double> step_scores;
   double step_seconds = 0;  // of the steps in `step_scores`
   bool skip_next_step = false;
@@ -264,8 +288,10 @@ struct AutotunePolicy::State {
     bo.gp.noise_floor = std::pow(settings.gaussian_process_noise / 10, 2);
     return bo;
   }
-  // What the round freezes on (freeze_choice.h).
-  Observation Incumbent() const;
+  // The confirmation test of the stored configuration in force
+  // (internal::Confirm against its stored condition or best).
+  internal::Confirmation ConfirmCurrent(
+      const std::vector<double>& confirm_logs) const;
   Result Decide(const Job& job);
 };
 

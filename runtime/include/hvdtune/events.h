@@ -108,6 +108,20 @@ struct KnobsAppliedEvent {
   double time = 0;
 };
 
+/// A score the autotuner estimates rather than measures once: the model's
+/// posterior mean from every sample of the run, with a 95% interval
+/// [low, high] (NaN bounds where none can be given) and how many samples
+/// measured the configuration itself. For a gain, f(frozen) /
+/// f(initial) - 1 likewise (0.05: 5% faster), `samples` 0. `mean` NaN:
+/// no estimate (e.g. the initial configuration of a job confirmed from the
+/// store was never measured).
+struct ScoreEstimate {
+  double mean = 0;
+  double low = 0;
+  double high = 0;
+  int samples = 0;
+};
+
 /// Rank 0's autotuner scored a sample.
 struct AutotuneSampleEvent {
   /// 1-based over the run, warm-up samples included.
@@ -143,6 +157,25 @@ struct PhaseChangeEvent {
   /// (AutotuneStatus::exploration_loss_seconds).
   double exploration_seconds = 0;
   double exploration_loss_seconds = 0;
+  /// Entering kFrozen: `score` is `estimate.mean`, the model's estimate of
+  /// the frozen configuration; `reference` that of the initial one (its
+  /// mean is `reference_score` after exploring); `gain` the estimated gain.
+  /// `kept_initial`: no change beat the initial configuration beyond noise,
+  /// so it was kept. After a confirmation of a stored best, `estimate` is
+  /// the confirmation's and `reference`, `gain` have NaN means.
+  ScoreEstimate estimate;
+  ScoreEstimate reference;
+  ScoreEstimate gain;
+  bool kept_initial = false;
+  /// Ending a confirmation of a stored best (entering kFrozen, or kExploring
+  /// when it failed): how far it moved from the stored score (relative:
+  /// -0.2 is 20% below), and the largest move in that direction taken for
+  /// noise (0.3: a 30% fall, for a fall), from the stored and the new
+  /// samples' spread together and at least HVDTUNE_AUTOTUNE_RETUNE_DROP.
+  /// `confirmed_store` says a confirmation ended here.
+  bool confirmed_store = false;
+  double confirm_moved = 0;
+  double confirm_tolerance = 0;
   double time = 0;
 };
 

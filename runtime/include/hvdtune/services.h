@@ -25,7 +25,8 @@ struct AutotuneStatus {
   int samples = 0;
   /// Bytes reduced per second under the initial knobs (last warm-up sample).
   double default_score = 0;
-  /// Observed score of the best configuration (valid once frozen).
+  /// The best configuration's score: once frozen, the model's estimate of
+  /// it (`best_estimate`), never a single sample.
   double best_score = 0;
   KnobSettings best;
   /// Names of the knobs tuned jointly.
@@ -48,6 +49,13 @@ struct AutotuneStatus {
   double frozen_seconds = 0;
   double frozen_gain_seconds = 0;
   double payback_seconds = -1;
+  /// Once frozen: the model's estimates (PhaseChangeEvent::estimate,
+  /// reference, gain, kept_initial) of the frozen configuration, of the
+  /// initial one and of the gain; `best_score` is `best_estimate.mean`.
+  ScoreEstimate best_estimate;
+  ScoreEstimate default_estimate;
+  ScoreEstimate gain;
+  bool kept_initial = false;
 };
 
 /// One tensor of a training step, as the autotuner saw it (the model's

@@ -19,6 +19,10 @@
 namespace hvdtune::internal {
 namespace {
 
+ScoreEstimate ToEstimate(const tuner::Estimate& e) {
+  return {e.mean, e.low, e.high, e.samples};
+}
+
 AutotunePhase ToPhase(tuner::Phase p) {
   switch (p) {
     case tuner::Phase::kOff:
@@ -85,9 +89,12 @@ class GpAutotuner final : public Autotuner {
     Output out;
     if (announce_pinned_) {
       announce_pinned_ = false;
-      out.phase_changes.push_back({AutotunePhase::kWarmup,
-                                   AutotunePhase::kFrozen, 0, current_, 0, 0,
-                                   now});
+      PhaseChangeEvent pinned;
+      pinned.from = AutotunePhase::kWarmup;
+      pinned.to = AutotunePhase::kFrozen;
+      pinned.values = current_;
+      pinned.time = now;
+      out.phase_changes.push_back(pinned);
     }
     if (failed_ || space_.empty()) return out;
     FeedMeter();
@@ -217,10 +224,26 @@ class GpAutotuner final : public Autotuner {
                                    : ps.initial_score;
           pc.exploration_seconds = ps.exploration_seconds;
           pc.exploration_loss_seconds = ps.exploration_loss_seconds;
+          if (pc.to == AutotunePhase::kFrozen) {
+            pc.estimate = ToEstimate(e.estimate);
+            pc.reference = ToEstimate(e.initial);
+            pc.gain = ToEstimate(e.gain);
+            pc.kept_initial = e.kept_initial;
+            // The initial configuration as the model estimates it, beside
+            // the frozen one's estimate (not its warm-up sample).
+            if (std::isfinite(e.initial.mean) && e.initial.mean > 0) {
+              pc.reference_score = e.initial.mean;
+            }
+          }
+          pc.confirmed_store = e.confirmation;
+          pc.confirm_moved = e.confirm_moved;
+          pc.confirm_tolerance = e.confirm_tolerance;
           pc.time = e.time;
           out.phase_changes.push_back(pc);
           if (pc.to == AutotunePhase::kFrozen && e.condition > 0) {
             AnnounceConfirmed(e, pc.values);
+          } else if (e.confirmation) {
+            AnnounceNotConfirmed(e);
           }
           break;
         }
@@ -240,6 +263,10 @@ class GpAutotuner final : public Autotuner {
     status_.frozen_seconds = before.frozen_seconds;
     status_.frozen_gain_seconds = before.frozen_gain_seconds;
     status_.payback_seconds = before.payback_seconds;
+    status_.best_estimate = ToEstimate(before.best_estimate);
+    status_.default_estimate = ToEstimate(before.initial_estimate);
+    status_.gain = ToEstimate(before.gain);
+    status_.kept_initial = before.kept_initial;
     if (!before.best.empty()) {
       status_.best = space_.FromConfig(before.best, current_);
     }
@@ -252,12 +279,31 @@ class GpAutotuner final : public Autotuner {
     os << "[hvdtune rank 0] autotune: confirmed the stored best of condition "
        << e.condition << " of " << e.conditions << " (" << values.ToString()
        << " at " << std::fixed << std::setprecision(3) << e.score / 1e9
-       << " GB/s)";
+       << " GB/s, " << Percent(e.confirm_moved)
+       << " from the stored score, within the " << std::setprecision(1)
+       << e.confirm_tolerance * 100 << "% that noise explains)";
     if (e.condition > 1) {
       os << "; the newest stored condition" << (e.condition > 2 ? "s" : "")
          << " did not confirm";
     }
     std::cerr << os.str() + "\n" << std::flush;
+  }
+
+  // A stored best that did not confirm: by how much it missed.
+  static void AnnounceNotConfirmed(const tuner::PolicyEvent& e) {
+    std::ostringstream os;
+    os << "[hvdtune rank 0] autotune: the stored best measured "
+       << Percent(e.confirm_moved) << " from its stored score, beyond the +/-"
+       << std::fixed << std::setprecision(1) << e.confirm_tolerance * 100
+       << "% that noise explains; exploring again";
+    std::cerr << os.str() + "\n" << std::flush;
+  }
+
+  static std::string Percent(double fraction) {
+    std::ostringstream os;
+    os << std::showpos << std::fixed << std::setprecision(1) << fraction * 100
+       << "%";
+    return os.str();
   }
 
   void Fail(const std::string& why, Output& out) {

@@ -1,5 +1,6 @@
 #include "root/sinks/stderr_log.h"
 
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -10,6 +11,30 @@ namespace {
 std::string Gbps(double bytes_per_second) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(3) << bytes_per_second / 1e9 << " GB/s";
+  return os.str();
+}
+
+bool Finite(double x) { return std::isfinite(x); }
+
+// "0.512 GB/s [0.497, 0.528]": an estimate and its 95% interval.
+std::string GbpsEstimate(const ScoreEstimate& e) {
+  std::ostringstream os;
+  os << Gbps(e.mean);
+  if (Finite(e.low) && Finite(e.high)) {
+    os << std::fixed << std::setprecision(3) << " [" << e.low / 1e9 << ", "
+       << e.high / 1e9 << "]";
+  }
+  return os.str();
+}
+
+// "+8.1% [+3.0, +13.5]".
+std::string GainEstimate(const ScoreEstimate& g) {
+  std::ostringstream os;
+  os << std::showpos << std::fixed << std::setprecision(1) << g.mean * 100
+     << "%";
+  if (Finite(g.low) && Finite(g.high)) {
+    os << " [" << g.low * 100 << ", " << g.high * 100 << "]";
+  }
   return os.str();
 }
 
@@ -27,16 +52,37 @@ void StderrLogSink::OnPhaseChange(const PhaseChangeEvent& e) {
   if (e.to == AutotunePhase::kFrozen && e.samples == 0 && e.score == 0) {
     os << "every tunable knob is pinned; nothing to tune";
   } else if (e.to == AutotunePhase::kFrozen) {
-    const double gain =
-        e.reference_score > 0 ? (e.score / e.reference_score - 1) * 100 : 0;
-    os << "frozen after " << e.samples << " samples: " << e.values.ToString()
-       << " at " << Gbps(e.score);
-    if (e.reference_score > 0) {
-      os << " (initial " << Gbps(e.reference_score) << ", " << std::showpos
-         << std::fixed << std::setprecision(1) << gain << std::noshowpos
-         << "%)";
+    // Estimates, never a single sample: the model's posterior mean from
+    // every sample, with its 95% interval.
+    const bool estimated = Finite(e.estimate.mean) && e.estimate.mean > 0;
+    const ScoreEstimate frozen =
+        estimated ? e.estimate : ScoreEstimate{e.score, NAN, NAN, 0};
+    os << "frozen after " << e.samples << " samples: ";
+    if (e.kept_initial && e.reference_score > 0) {
+      os << "no knob beat the default beyond noise; kept the initial "
+         << e.values.ToString() << " at " << GbpsEstimate(frozen);
+    } else {
+      os << e.values.ToString() << " at " << GbpsEstimate(frozen);
+    }
+    if (e.confirmed_store) {
+      os << " (the stored best, confirmed)";
+    } else if (e.reference_score > 0) {
+      const bool gain_known = estimated && Finite(e.gain.mean);
+      const ScoreEstimate initial =
+          Finite(e.reference.mean) && e.reference.mean > 0
+              ? e.reference
+              : ScoreEstimate{e.reference_score, NAN, NAN, 0};
+      ScoreEstimate gain = e.gain;
+      if (!gain_known) {
+        gain = {e.score / e.reference_score - 1, NAN, NAN, 0};
+      }
+      if (!e.kept_initial) {
+        os << " (initial " << GbpsEstimate(initial) << ", "
+           << (gain_known ? "estimated gain " : "") << GainEstimate(gain)
+           << ")";
+      }
       if (e.exploration_seconds > 0) {
-        os << "; exploring took " << std::setprecision(1)
+        os << "; exploring took " << std::fixed << std::setprecision(1)
            << e.exploration_seconds << " s of steps and ";
         if (e.exploration_loss_seconds > 0) {
           os << "cost " << e.exploration_loss_seconds << " s of training";

@@ -35,7 +35,15 @@
 //    configuration nearest to it), and while it differs from the measured
 //    configuration with the highest posterior mean, the rest measure the two
 //    in turn, the less measured first, so that repeated samples of both
-//    settle a difference smaller than one sample's noise. Priors
+//    settle a difference smaller than one sample's noise. The choice then
+//    replaces the round's initial configuration only if the model puts it
+//    more than `keep_initial_confidence` standard deviations of the
+//    difference ahead, or its own samples are clearly ahead of the initial
+//    ones; else the round freezes on the initial configuration
+//    (kept_initial). The freeze event carries the model's estimates of the
+//    frozen and the initial configuration and of the gain, with 95%
+//    intervals (Estimate); its score is the frozen estimate, never a
+//    single sample. Priors
 //    shape the model but are never frozen on unmeasured, since their scores
 //    may be on another scale. The frozen configuration is handed out by
 //    TakeConfig() like any other.
@@ -125,6 +133,15 @@ struct AutotunePolicySettings {
   /// by knob, the two configurations' covariance counted); 0 takes the
   /// highest posterior mean.
   double freeze_confidence = 0.75;
+  /// The round's choice replaces the configuration in force when it began
+  /// only if the model puts it more than max(this, `freeze_confidence`)
+  /// posterior standard deviations of the difference ahead (or its own
+  /// samples are clearly ahead of the initial ones: a t test at 95%);
+  /// otherwise the round keeps the initial configuration and says so
+  /// (PolicyEvent::kept_initial). Larger keeps the initial configuration
+  /// more often where knobs matter little, at the price of small real
+  /// gains left unused (docs/benchmarks.md has both sides measured).
+  double keep_initial_confidence = 1.3;
   /// Share of a round's budget, at its end, spent refining the best region
   /// (BayesOptSettings::exploit_from) instead of exploring; 0: none.
   double exploit_share = 0.25;
@@ -160,6 +177,22 @@ RobustSpread RobustSpreadOf(const std::vector<double>& values);
 /// than 2 steps.
 double MedianLogHalfWidth(const std::vector<double>& logs);
 
+/// A score as the policy estimates it, never a single sample: for a
+/// configuration, the model's posterior mean of its score given every
+/// sample of the run (its own and its neighbours', all measured the same
+/// way) with a 95% credible interval [low, high] and the samples that
+/// measured it; for a gain, f(frozen) / f(initial) - 1 likewise (the two
+/// configurations' posterior covariance counted), `samples` 0. A bound
+/// that cannot be known (one sample and no model) is NaN.
+struct Estimate {
+  double mean = 0;
+  double low = 0;
+  double high = 0;
+  int samples = 0;
+  /// Whether both bounds are finite.
+  bool has_interval() const;
+};
+
 /// A scored configuration known before this run (from a store).
 struct PriorSample {
   Config config;
@@ -186,11 +219,19 @@ struct PolicyStart {
   /// (TakeConfig() returns it right after construction) and scored over
   /// `confirm_samples` samples instead of the warm-up; their median is the
   /// confirmation score (reported as the initial score: the initial
-  /// configuration is not measured). The samples carry phase kWarmup. If
-  /// the confirmation score is at least (1 - retune_drop) x
-  /// `known_best_score`, the policy freezes on it with zero exploration
-  /// samples; otherwise it explores with the priors, then `known_best` with
-  /// the confirmation score (the round's first sample), as observations.
+  /// configuration is not measured). The samples carry phase kWarmup. The
+  /// confirmation test counts the noise of both sides: the stored
+  /// reference is the median of the priors' samples of `known_best` where
+  /// there are 3 or more, else `known_best_score` (the stored estimate),
+  /// and the confirmation may fall below it by the larger of retune_drop
+  /// and 3 standard deviations of the difference (the reference's standard
+  /// error and one confirmation's spread, the larger of the stored
+  /// samples' and the confirmation samples' own). If it holds, the policy
+  /// freezes on it with zero exploration samples; otherwise it explores
+  /// with the priors, then `known_best` with the confirmation score (the
+  /// round's first sample), as observations. Either way the phase change
+  /// says how far the confirmation moved and what the test allowed
+  /// (PolicyEvent::confirm_moved, confirm_tolerance).
   std::optional<Config> known_best;
   double known_best_score = 0;
   int confirm_samples = 2;
@@ -203,14 +244,14 @@ struct PolicyStart {
   /// `known_best`'s confirmation: the policy applies the first one's
   /// configuration and scores it over `confirm_samples` samples; the
   /// condition is confirmed if their median lies within the larger of
-  /// ln(1 / (1 - retune_drop)) and kConfirmSpreads spreads of the median of
-  /// the condition's log scores (the drift detector's reference of them),
-  /// in either direction: a score far above the stored ones says the
-  /// conditions differ as much as one far below. If it is not, the next
-  /// condition's configuration is applied and confirmed against its own
-  /// scores, and so on. The first that confirms is frozen on with zero
-  /// exploration samples (every confirmation sample carries phase kWarmup).
-  /// If none does, the policy explores with the priors, then every
+  /// ln(1 / (1 - retune_drop)) and 3 standard deviations of the difference
+  /// (as for `known_best`, the condition's scores as the stored samples) of
+  /// the median of the condition's log scores, in either direction: a score far
+  /// above the stored ones says the conditions differ as much as one far below.
+  /// If it is not, the next condition's configuration is applied and confirmed
+  /// against its own scores, and so on. The first that confirms is frozen on
+  /// with zero exploration samples (every confirmation sample carries phase
+  /// kWarmup). If none does, the policy explores with the priors, then every
   /// configuration tried with its confirmation score (the stored best's
   /// first), as observations; each counts as one of the round's samples,
   /// and the first one's confirmation score is the initial score. With
@@ -236,6 +277,26 @@ struct PolicyEvent {
   /// kPhaseChange to kRetuning: the frozen samples' median score, which
   /// `score` (the sample that decided) fell or rose from.
   double reference = 0;
+  /// kPhaseChange to kFrozen after exploring: `score` is `estimate.mean`,
+  /// the model's estimate of the frozen configuration; `initial` that of
+  /// the round's initial configuration (the one in force when it began);
+  /// `gain` the estimated gain of the one over the other. `kept_initial`:
+  /// nothing beat the initial configuration beyond noise, so the round
+  /// froze on it. After a confirmation: `estimate` is the confirmation
+  /// samples' (their median, with the interval their spread and the stored
+  /// spread give); `initial` and `gain` have NaN means.
+  Estimate estimate;
+  Estimate initial;
+  Estimate gain;
+  bool kept_initial = false;
+  /// kPhaseChange ending a confirmation of a stored best (to kFrozen, or to
+  /// kExploring when it failed): `confirmation` is set, with how far the
+  /// last configuration confirmed moved from its stored score, relative
+  /// (-0.2: 20% below), and the largest move in that direction the test
+  /// took for noise (relative, >= 0: 0.3 allows a fall of 30% for a fall).
+  bool confirmation = false;
+  double confirm_moved = 0;
+  double confirm_tolerance = 0;
   /// kPhaseChange to kFrozen that ends a confirmation of a stored best:
   /// which of `conditions` (1-based, in PolicyStart::conditions' order)
   /// was confirmed, of how many (1 of 1 for `known_best` alone); 0 for
@@ -262,10 +323,21 @@ struct PolicyStatus {
   int exploration_samples = 0;
   /// All samples scored, warm-up and frozen ones included.
   int total_samples = 0;
+  /// The initial configuration's warm-up score (the confirmation score for
+  /// a job from the store): what the cost of tuning below is counted
+  /// against. The model's estimate of it is `initial_estimate`.
   double initial_score = 0;
+  /// The frozen configuration's estimate (`best_estimate.mean`) once
+  /// frozen; before, the best sample so far.
   double best_score = 0;
   double last_score = 0;
   Config best;
+  /// As in the last kFrozen event (PolicyEvent::estimate, initial, gain,
+  /// kept_initial); zeros before the first freeze.
+  Estimate best_estimate;
+  Estimate initial_estimate;
+  Estimate gain;
+  bool kept_initial = false;
   int retunes = 0;
   /// What tuning cost and what it won, in seconds of scored steps, against
   /// the initial configuration's score (the confirmation score for a job
