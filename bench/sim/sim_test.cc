@@ -7,14 +7,14 @@
 #include <vector>
 
 #include "calibration.h"
+#include "hvdtune/workloads/builtin.h"
 #include "scale.h"
-#include "workloads.h"
 
 namespace hvdtune::sim {
 namespace {
 
 const std::string& Shapes() {
-  static const std::string dir = bench::DefaultShapesDir();
+  static const std::string dir = workloads::DefaultShapesDir();
   return dir;
 }
 

@@ -47,6 +47,9 @@ class RuntimeImpl final : public ExecutionListener {
   bool shut_down() const { return shut_down_locally_.load(); }
   const World& world() const { return engine_->world(); }
   EngineKind engine() const { return engine_->kind(); }
+  /// The NCCL backend, or null (then nccl_unavailable() says why).
+  Backend* nccl() const { return nccl_.get(); }
+  const Status& nccl_unavailable() const { return nccl_unavailable_; }
   const RuntimeConfig& config() const { return config_; }
 
   /// Queues the entries atomically under one handle (one entry, or the
