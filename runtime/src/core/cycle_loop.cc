@@ -11,9 +11,9 @@
 namespace hvdtune::internal {
 
 void RuntimeImpl::Loop() {
-  PrepareCycleThread(config_.settings, /*warn=*/world_->rank == 0);
+  PrepareCycleThread(config_.settings, /*warn=*/world_.rank == 0);
   boost_.emplace();
-  boost_->Apply(cycle_knobs_.cycle_thread_boost(), /*warn=*/world_->rank == 0);
+  boost_->Apply(cycle_knobs_.cycle_thread_boost(), /*warn=*/world_.rank == 0);
   bool stop = false;
   while (!stop) {
     const auto start = std::chrono::steady_clock::now();
@@ -112,7 +112,7 @@ bool RuntimeImpl::RunCycle(bool* stop) {
     drained_size_ = queue_size_;
     queue_size_ = 0;
     idle_arrival_ = false;
-    if (world_->rank == 0 && pending_update_) {
+    if (world_.rank == 0 && pending_update_) {
       update = std::move(pending_update_);
       pending_update_.reset();
     }
@@ -134,7 +134,7 @@ bool RuntimeImpl::RunCycle(bool* stop) {
   const double negotiated = RuntimeClock();
   const double negotiation = negotiated - start;
   if (!result.status.ok()) {
-    std::cerr << "[hvdtune rank " << world_->rank
+    std::cerr << "[hvdtune rank " << world_.rank
               << "] negotiation failed, stopping: " << result.status.ToString()
               << std::endl;
     for (const StallEvent& stall : result.stalls) {
@@ -270,11 +270,11 @@ void RuntimeImpl::Watchdog() {
     if (shutdown || warn) {
       const std::size_t n = executing_count_.load();
       std::string m =
-          "[hvdtune rank " + std::to_string(world_->rank) + "] " +
+          "[hvdtune rank " + std::to_string(world_.rank) + "] " +
           (shutdown ? "ERROR" : "WARNING") + ": the collective of '" + first +
           "'" + (n > 1 ? " (and " + std::to_string(n - 1) + " more)" : "") +
           " has waited " + std::to_string(static_cast<int>(waited)) +
-          " s inside " + std::string(engine_->name()) +
+          " s inside " + std::string(engine_->label()) +
           " for the other ranks; " + who;
       if (shutdown) {
         m += "; a transfer in progress cannot be abandoned: ending the job "
@@ -446,7 +446,7 @@ void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {
     CheckKnobValues(update.values);
   } catch (const std::exception& e) {
     // Every rank received the same bytes, so every rank skips the update.
-    std::cerr << "[hvdtune rank " << world_->rank
+    std::cerr << "[hvdtune rank " << world_.rank
               << "] ignoring a malformed knob update: " << e.what()
               << std::endl;
     return;
@@ -457,7 +457,7 @@ void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {
         static_cast<std::size_t>(update.values.cache_capacity()));
   }
   cycle_knobs_ = update.values;
-  boost_->Apply(cycle_knobs_.cycle_thread_boost(), /*warn=*/world_->rank == 0);
+  boost_->Apply(cycle_knobs_.cycle_thread_boost(), /*warn=*/world_.rank == 0);
   std::uint64_t cycle = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);

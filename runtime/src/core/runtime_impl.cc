@@ -28,12 +28,13 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
                          std::string config_error)
     : config_(std::move(config)) {
   engine_ = MakeEngine(config_);
-  world_ = &engine_->world();
+  engine_kind_ = engine_->kind();
   // Before the node split: HVDTUNE_RANKS_PER_NODE decides which collective
   // that is, so the ranks must agree on it first. (A throw here frees the
   // engine: nothing is left posted at set-up.)
   AgreeOnConfig(engine_->control(), config_, config_error);
   engine_->SplitNodes(config_.settings.ranks_per_node);
+  world_ = engine_->world();
   knobs_ = config_.knobs.values;
   cycle_knobs_ = knobs_;
   // Measured (docs/benchmarks.md): with a hardware thread per rank, gathering
@@ -47,7 +48,7 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
   nccl_ = engine_->MakeDeviceBackend(&nccl_unavailable_);
   check_device_pointers_ = nccl_ != nullptr || HaveCudaDevice();
   controller_ = std::make_unique<Controller>(
-      *world_, engine_->control(),
+      world_, engine_->control(),
       static_cast<std::size_t>(knobs_.cache_capacity()),
       StallSettings{config_.settings.stall_check_seconds,
                     config_.settings.stall_shutdown_seconds});
@@ -60,11 +61,11 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
                                  config_.telemetry.timeline_mark_cycles);
       bus_.Attach(timeline_);
     } catch (const std::exception& e) {
-      std::cerr << "[hvdtune rank " << world_->rank
+      std::cerr << "[hvdtune rank " << world_.rank
                 << "] WARNING: no timeline: " << e.what() << std::endl;
     }
   }
-  if (config_.autotune.enabled && world_->rank == 0) StartAutotuner(services);
+  if (config_.autotune.enabled && world_.rank == 0) StartAutotuner(services);
   info_ = Info();
   const RuntimeInfo& info = info_;
   bus_.Start(info);
@@ -83,7 +84,7 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
 }
 
 RuntimeInfo RuntimeImpl::Info() const {
-  const World& w = *world_;
+  const World& w = world_;
   RuntimeInfo info{
       w.rank,       w.size,       w.local_rank, w.local_size,
       w.cross_rank, w.cross_size, knobs_,       engine_->library_version()};
@@ -290,7 +291,7 @@ std::uint64_t RuntimeImpl::knob_version() const {
 }
 
 std::uint64_t RuntimeImpl::RequestKnobUpdate(const KnobSettings& values) {
-  if (world_->rank != 0) {
+  if (world_.rank != 0) {
     throw std::logic_error("knob updates are requested on rank 0 only");
   }
   CheckKnobValues(values);

@@ -45,8 +45,10 @@ class RuntimeImpl final : public ExecutionListener {
   bool running() const { return running_.load(); }
   /// Shutdown() was called on this rank.
   bool shut_down() const { return shut_down_locally_.load(); }
-  const World& world() const { return engine_->world(); }
-  EngineKind engine() const { return engine_->kind(); }
+  /// Kept after Shutdown() (which frees the engine): rank() etc. still
+  /// answer.
+  const World& world() const { return world_; }
+  EngineKind engine() const { return engine_kind_; }
   /// The NCCL backend, or null (then nccl_unavailable() says why).
   Backend* nccl() const { return nccl_.get(); }
   const Status& nccl_unavailable() const { return nccl_unavailable_; }
@@ -98,8 +100,10 @@ class RuntimeImpl final : public ExecutionListener {
   RuntimeConfig config_;
   /// The controller's and the collectives' transport (MPI or Gloo).
   std::unique_ptr<Engine> engine_;
-  /// engine_->world(), for the many places that ask.
-  const World* world_ = nullptr;
+  /// engine_->world() once the nodes are split, for the many places that
+  /// ask (and for after Shutdown()).
+  World world_;
+  EngineKind engine_kind_ = EngineKind::kMpi;
   /// NCCL for device buffers; null without a CUDA build or a GPU.
   std::unique_ptr<Backend> nccl_;
   Status nccl_unavailable_;

@@ -97,6 +97,8 @@ class Engine {
   virtual ~Engine() = default;
   /// "mpi" or "gloo" (the collective events' backend name).
   virtual std::string_view name() const = 0;
+  /// "MPI" or "Gloo", as messages name it.
+  virtual std::string_view label() const = 0;
   virtual EngineKind kind() const = 0;
   /// The library and its version, for the run's record.
   virtual std::string library_version() const = 0;

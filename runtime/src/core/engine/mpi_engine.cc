@@ -166,6 +166,7 @@ class MpiEngine final : public Engine {
   }
 
   std::string_view name() const override { return "mpi"; }
+  std::string_view label() const override { return "MPI"; }
   EngineKind kind() const override { return EngineKind::kMpi; }
   std::string library_version() const override { return MpiLibraryVersion(); }
   const World& world() const override { return world_; }

@@ -5,6 +5,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <mutex>
 #include <thread>
 
@@ -22,6 +23,18 @@ int NextGeneration(const std::string& ranks_key) {
   static std::map<std::string, int> made;
   std::lock_guard<std::mutex> lock(mu);
   return made[ranks_key]++;
+}
+
+// Gloo writes to its sockets without MSG_NOSIGNAL: a peer that dies
+// mid-transfer would kill this process with SIGPIPE instead of failing the
+// write. A process that left SIGPIPE at its default gets it ignored (Python
+// ignores it already; a handler someone installed is kept).
+void IgnoreSigpipe() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 &&
+      current.sa_handler == SIG_DFL) {
+    std::signal(SIGPIPE, SIG_IGN);
+  }
 }
 
 std::string ThisHost() {
@@ -57,6 +70,7 @@ GlooGroups::GlooGroups(const GlooSettings& settings,
                       ")");
   }
   prefix_ = "hvdtune/" + key + "/" + std::to_string(NextGeneration(key)) + "/";
+  IgnoreSigpipe();
   try {
     store_ = std::make_unique<RendezvousClient>(
         settings.rendezvous_addr, settings.rendezvous_port, timeout_);

@@ -182,6 +182,7 @@ class GlooEngine final : public Engine {
                                                : config.gloo.hostname) {}
 
   std::string_view name() const override { return "gloo"; }
+  std::string_view label() const override { return "Gloo"; }
   EngineKind kind() const override { return EngineKind::kGloo; }
   std::string library_version() const override {
     return "Gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." +
