@@ -318,8 +318,10 @@ std::unique_ptr<RendezvousServer> ServeGlooBesideMpi(
   MPI_Bcast(address, sizeof address, MPI_CHAR, 0, MPI_COMM_WORLD);
   MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (address[0] == '\0') {
-    throw std::runtime_error("ServeGlooBesideMpi: rank 0 has no IPv4 address "
-                             "on interface '" + iface + "'");
+    throw std::runtime_error(
+        "ServeGlooBesideMpi: rank 0 has no IPv4 address "
+        "on interface '" +
+        iface + "'");
   }
   *vars = {{"HOROVOD_GLOO", "1"},
            {"HOROVOD_RANK", std::to_string(rank)},
