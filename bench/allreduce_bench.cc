@@ -4,6 +4,11 @@
 // MPI_Reduce_scatter_block (busbw = algbw * (n-1)/n, size = the whole
 // input, as nccl-tests counts it).
 //
+// An algorithm written gloo:NAME runs on the Gloo engine (the MPI engine
+// otherwise): rank 0 serves a rendezvous store beside MPI and those loops'
+// runtimes join through it (ServeGlooBesideMpi), so the two engines are
+// compared side by side in one run.
+//
 // Both run on the same input and output buffers in the same process, and
 // their timed loops alternate in a rotating order per size and repeat so that
 // both see the same machine noise. hvdtune's loops each run in a fresh
@@ -22,6 +27,7 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +55,9 @@ struct Options {
   /// allreduce or reducescatter.
   std::string collective = "allreduce";
   std::vector<std::string> algorithms = {"native"};
+  /// The interface of the gloo: loops' traffic (eth0 on the emulated
+  /// cluster).
+  std::string gloo_iface = "lo";
   bool json = false;
   /// Also time the floor of any runtime that agrees on what is ready before
   /// it runs it: one negotiation-sized allreduce, then the data's.
@@ -270,10 +279,20 @@ class Bench {
     return TimeLoop(iters, call);
   }
 
-  double TimeHvdtune(const Measurement& m, const std::string& algorithm,
+  double TimeHvdtune(const Measurement& m, const std::string& entry,
                      std::int64_t iters, bool verify) {
-    Runtime runtime(RuntimeOptions{
-        EnvWithOverrides({{"HVDTUNE_ALLREDUCE_ALGORITHM", algorithm}})});
+    constexpr std::string_view kGloo = "gloo:";
+    const bool gloo = entry.starts_with(kGloo);
+    const std::string algorithm = gloo ? entry.substr(kGloo.size()) : entry;
+    std::map<std::string, std::string> env = {
+        {"HVDTUNE_ALLREDUCE_ALGORITHM", algorithm}};
+    if (gloo) {
+      if (!gloo_store_ && gloo_vars_.empty()) {
+        gloo_store_ = ServeGlooBesideMpi(&gloo_vars_, opt_.gloo_iface);
+      }
+      env.insert(gloo_vars_.begin(), gloo_vars_.end());
+    }
+    Runtime runtime(RuntimeOptions{EnvWithOverrides(std::move(env))});
     if (runtime.knobs().allreduce_algorithm_name() != algorithm) {
       throw std::runtime_error("runtime did not select algorithm " + algorithm);
     }
@@ -424,6 +443,10 @@ class Bench {
   const Options& opt_;
   DataType dtype_;
   MPI_Datatype mpi_type_;
+  /// The Gloo engine's store and variables, from the first gloo: loop on
+  /// (every rank reaches it at the same point).
+  std::unique_ptr<RendezvousServer> gloo_store_;
+  std::map<std::string, std::string> gloo_vars_;
   int rank_;
   int size_;
   std::unique_ptr<std::uint8_t, FreeDeleter> input_;
@@ -468,10 +491,20 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                  "uint8, int32, int64, float32 or float64");
   app.add_option("--algorithms", opt.algorithms,
                  fmt::format("hvdtune allreduce algorithms to run "
-                             "(comma-separated; this build has {})",
+                             "(comma-separated; this build has {}); "
+                             "gloo:NAME runs NAME on the Gloo engine",
                              fmt::join(AllreduceAlgorithmNames(), ", ")))
       ->delimiter(',')
-      ->check(AllreduceAlgorithm());
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            std::string name = text;
+            if (name.starts_with("gloo:")) name = name.substr(5);
+            return AllreduceAlgorithm()(name);
+          },
+          "", "AllreduceAlgorithm"));
+  app.add_option("--gloo-iface", opt.gloo_iface,
+                 "network interface of the gloo: algorithms' traffic (every "
+                 "node must have it; eth0 on the emulated cluster)");
   app.add_flag("--negotiation-floor", opt.negotiation_floor,
                "also time raw MPI with a negotiation before each call (a "
                "1,024-bit AND allreduce, the runtime's at the default cache "

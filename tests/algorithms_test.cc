@@ -2,6 +2,9 @@
 // that the registry lists the knob's choices.
 #include <gtest/gtest.h>
 
+#include <string_view>
+#include <vector>
+
 #include "core/algorithms/algorithm.h"
 #include "core/algorithms/ring.h"
 
@@ -40,12 +43,22 @@ TEST(RingChunks, EveryRankOwnsADifferentChunk) {
   }
 }
 
-TEST(AlgorithmRegistry, ListsTheKnobChoicesInOrder) {
-  const auto all = MakeAllreduceAlgorithms();
-  ASSERT_EQ(all.size(), AllreduceAlgorithms().size());
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    EXPECT_EQ(all[i]->name(), AllreduceAlgorithms()[i]);
+// The MPI engine's registry: the knob's choices the MPI engine serves, in
+// the knob's order; the Gloo engine serves every choice.
+TEST(AlgorithmRegistry, ListsTheMpiChoicesInOrder) {
+  const KnobSpec& spec = GetKnobSpec(KnobId::kAllreduceAlgorithm);
+  std::vector<std::string_view> mpi, gloo;
+  for (std::size_t i = 0; i < spec.choices.size(); ++i) {
+    if (spec.Serves(EngineKind::kMpi, i)) mpi.push_back(spec.choices[i]);
+    if (spec.Serves(EngineKind::kGloo, i)) gloo.push_back(spec.choices[i]);
   }
+  const auto all = MakeAllreduceAlgorithms();
+  ASSERT_EQ(all.size(), mpi.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i]->name(), mpi[i]);
+  }
+  EXPECT_EQ(gloo.size(), spec.choices.size());
+  EXPECT_EQ(mpi.front(), "native");  // the default, on both engines
 }
 
 }  // namespace

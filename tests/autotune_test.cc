@@ -273,6 +273,34 @@ TEST(KnobSpace, FollowsTheTable) {
   EXPECT_EQ(cache.FromConfig(c, knobs.values).cache_capacity(), 300);
 }
 
+// Each engine's search space holds the algorithm choices it serves: MPI's
+// three, Gloo's five; the tuner's category c is the c-th served choice, and a
+// value the engine does not serve maps to its first.
+TEST(KnobSpace, AlgorithmChoicesAreTheEngines) {
+  KnobConfig knobs;
+  const KnobSpec& spec = GetKnobSpec(KnobId::kAllreduceAlgorithm);
+  for (const EngineKind engine : {EngineKind::kMpi, EngineKind::kGloo}) {
+    const KnobSpace space(knobs, KnobSpace::Scope{.engine = engine});
+    const auto& ids = space.ids();
+    const auto at = static_cast<std::size_t>(
+        std::find(ids.begin(), ids.end(), KnobId::kAllreduceAlgorithm) -
+        ids.begin());
+    ASSERT_LT(at, ids.size());
+    std::vector<std::string> served;
+    for (std::size_t i = 0; i < spec.choices.size(); ++i) {
+      if (spec.Serves(engine, i)) served.emplace_back(spec.choices[i]);
+    }
+    EXPECT_EQ(served.size(), engine == EngineKind::kMpi ? 3u : 5u);
+    tuner::Config c = space.ToConfig(knobs.values);
+    for (std::size_t k = 0; k < served.size(); ++k) {
+      c[at] = static_cast<double>(k);
+      const KnobSettings v = space.FromConfig(c, knobs.values);
+      EXPECT_EQ(v.allreduce_algorithm_name(), served[k]);
+      EXPECT_EQ(space.ToConfig(v)[at], static_cast<double>(k));
+    }
+  }
+}
+
 // The cycle thread's boost is tuned only on more than one node where the
 // process may raise a priority; on = the configured levels, else tune_max.
 TEST(KnobSpace, CycleThreadBoostNeedsNodesAndPrivilege) {

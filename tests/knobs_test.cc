@@ -188,9 +188,18 @@ TEST(ConfigReference, DocsPageIsGenerated) {
 // knob and listed setting (but those hvdtune sets for Open MPI) is asked for.
 TEST(ConfigReference, ListsExactlyTheVariablesParseConfigReads) {
   std::set<std::string> asked;
+  // On the Gloo engine, so that its launcher's variables are read too.
+  const std::map<std::string, std::string> gloo = {
+      {"HOROVOD_GLOO", "1"},
+      {"HOROVOD_RANK", "0"},
+      {"HOROVOD_SIZE", "2"},
+      {"HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1"},
+      {"HOROVOD_GLOO_RENDEZVOUS_PORT", "1"}};
   const EnvLookup recording =
       [&](std::string_view name) -> std::optional<std::string> {
     asked.insert(std::string(name));
+    const auto it = gloo.find(std::string(name));
+    if (it != gloo.end()) return it->second;
     return std::nullopt;
   };
   ParseConfig(recording);

@@ -94,10 +94,25 @@ std::unique_ptr<AllreduceAlgorithm> MakeAlgorithm(const std::string& name) {
   return nullptr;
 }
 
-// Every registered algorithm: adding one to the registry adds it to every
-// suite below.
+// Every algorithm of the MPI registry: adding one to the registry adds it to
+// every direct suite below.
 std::vector<std::string> RegisteredAlgorithms() {
-  return {AllreduceAlgorithms().begin(), AllreduceAlgorithms().end()};
+  std::vector<std::string> out;
+  for (const auto& a : internal::MakeAllreduceAlgorithms()) {
+    out.emplace_back(a->name());
+  }
+  return out;
+}
+
+// Every algorithm the engine of this run serves (the suites through the
+// Runtime run on Gloo too: HVDTUNE_TEST_ENGINE=gloo).
+std::vector<std::string> ServedAlgorithms() {
+  const KnobSpec& spec = GetKnobSpec(KnobId::kAllreduceAlgorithm);
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < spec.choices.size(); ++i) {
+    if (spec.Serves(TestEngine(), i)) out.emplace_back(spec.choices[i]);
+  }
+  return out;
 }
 
 // One direct call: out (and in, in place) checked against the reference,
@@ -133,6 +148,10 @@ bool SkipLayout(const AllreduceAlgorithm& algorithm, const Layout& layout) {
 }
 
 TEST_P(AlgorithmDirectTest, EveryDtypeOpSizeAndSegmentMatchesReference) {
+  if (TestEngine() == EngineKind::kGloo) {
+    GTEST_SKIP() << "the MPI engine's algorithms, called directly: run by the "
+                    "mpi_algorithms_* entries";
+  }
   const auto [name, layout] = GetParam();
   auto algorithm = MakeAlgorithm(name);
   if (SkipLayout(*algorithm, layout)) GTEST_SKIP() << "layout-independent";
@@ -171,6 +190,10 @@ TEST_P(AlgorithmDirectTest, EveryDtypeOpSizeAndSegmentMatchesReference) {
 
 // 64 MiB of float32 and of float16 (the half types reduce through float).
 TEST_P(AlgorithmDirectTest, SixtyFourMiB) {
+  if (TestEngine() == EngineKind::kGloo) {
+    GTEST_SKIP() << "the MPI engine's algorithms, called directly: run by the "
+                    "mpi_algorithms_* entries";
+  }
   const auto [name, layout] = GetParam();
   auto algorithm = MakeAlgorithm(name);
   if (SkipLayout(*algorithm, layout)) GTEST_SKIP() << "layout-independent";
@@ -207,6 +230,10 @@ class HierarchicalPiecesTest : public ::testing::TestWithParam<Layout> {};
 // elements, whole-buffer (0), and counts one below, at and one above a
 // multiple of the piece, with segments smaller than a piece's shard.
 TEST_P(HierarchicalPiecesTest, PieceBoundariesMatchReference) {
+  if (TestEngine() == EngineKind::kGloo) {
+    GTEST_SKIP() << "the MPI engine's algorithms, called directly: run by the "
+                    "mpi_algorithms_* entries";
+  }
   MpiFixture fx(GetParam().ranks_per_node);
   internal::HierarchicalAllreduce algorithm;
   for (DataType dtype : {DataType::kUInt8, DataType::kInt32, DataType::kFloat16,
@@ -267,6 +294,10 @@ class HierarchicalAllgatherDirectTest
 // Byte for byte the flat MPI_Allgatherv, whatever each rank contributes
 // (nothing, a little, 1 MiB) and however ranks are spread over nodes.
 TEST_P(HierarchicalAllgatherDirectTest, EqualsFlatAllgather) {
+  if (TestEngine() == EngineKind::kGloo) {
+    GTEST_SKIP() << "the MPI engine's algorithms, called directly: run by the "
+                    "mpi_algorithms_* entries";
+  }
   MpiFixture fx(GetParam().ranks_per_node);
   const KnobSettings knobs;
   const AlgorithmContext ctx = fx.Context(knobs);
@@ -378,7 +409,7 @@ TEST_P(AlgorithmRuntimeTest, FusedAndSingleTensorsMatchReference) {
 // layout and a small one on emulated nodes of 2.
 std::vector<AlgorithmConfig> RuntimeConfigs() {
   std::vector<AlgorithmConfig> out;
-  for (const std::string& a : RegisteredAlgorithms()) {
+  for (const std::string& a : ServedAlgorithms()) {
     out.emplace_back(a, "1048576", "0");
     out.emplace_back(a, "4096", "2");
   }
@@ -458,7 +489,7 @@ TEST_P(ReducescatterKnobsTest, SharesMatchTheReference) {
 
 std::vector<ScatterConfig> ScatterConfigs() {
   std::vector<ScatterConfig> out;
-  for (const std::string& a : RegisteredAlgorithms()) {
+  for (const std::string& a : ServedAlgorithms()) {
     out.emplace_back(a, "67108864", "1024", "1");
   }
   out.emplace_back("native", "0", "0", "0.2");
@@ -487,13 +518,18 @@ TEST(AlgorithmSwitching, EveryCycleUnderTrafficNeverChangesResults) {
       {{"HVDTUNE_RANKS_PER_NODE", "2"}, {"HOROVOD_CYCLE_TIME", "0.5"}})});
   std::atomic<bool> stop{false};
   std::thread switcher;
+  const KnobSpec& spec = GetKnobSpec(KnobId::kAllreduceAlgorithm);
+  std::vector<int> served;
+  for (std::size_t i = 0; i < spec.choices.size(); ++i) {
+    if (spec.Serves(TestEngine(), i)) served.push_back(static_cast<int>(i));
+  }
   if (rt.rank() == 0) {
     switcher = std::thread([&] {
       for (int i = 0; !stop.load(); ++i) {
         KnobSettings k = rt.knobs();
         k.Set(KnobId::kAllreduceAlgorithm,
-              static_cast<double>(static_cast<std::size_t>(i) %
-                                  AllreduceAlgorithms().size()));
+              static_cast<double>(
+                  served[static_cast<std::size_t>(i) % served.size()]));
         k.Set(KnobId::kRingSegmentBytes, i % 2 ? 4096 : 65536);
         k.Set(KnobId::kFusionThreshold, i % 4 == 0 ? 0 : 1 << 20);
         rt.RequestKnobUpdate(k);

@@ -5,15 +5,24 @@
 //
 // --hvdtune_source=FILE runs only the suites defined in source file FILE
 // (how CTest gives each suite file its own entry).
+//
+// HVDTUNE_TEST_ENGINE=gloo runs the same suites on the Gloo engine: rank 0
+// serves a rendezvous store and every rank sets the variables a Gloo
+// launcher would (HOROVOD_GLOO=1, HOROVOD_RANK, ...) before any runtime is
+// made. MPI stays up for the harness and the tests' own checks; the runtimes
+// never call it.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 
+#include "hvdtune/mpi.h"
 #include "mpi_harness.h"
 #include "mpi_test_util.h"
 
@@ -56,10 +65,21 @@ std::string ApplyOwnFlags(int argc, char** argv) {
 
 }  // namespace
 
+// Rank 0's store for the Gloo variants (lives until exit).
+std::unique_ptr<hvdtune::RendezvousServer> ServeGlooIfAsked() {
+  const char* engine = std::getenv("HVDTUNE_TEST_ENGINE");
+  if (engine == nullptr || std::string_view(engine) != "gloo") return nullptr;
+  std::map<std::string, std::string> vars;
+  auto server = hvdtune::ServeGlooBesideMpi(&vars);
+  for (const auto& [name, value] : vars) setenv(name.c_str(), value.c_str(), 1);
+  return server;
+}
+
 int main(int argc, char** argv) {
   namespace tu = hvdtune::testing_util;
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  const auto gloo_store = ServeGlooIfAsked();
   testing::InitGoogleTest(&argc, argv);
   const int rank = tu::WorldRank();
   tu::HarnessSettings settings;

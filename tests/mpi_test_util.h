@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -24,6 +25,14 @@ inline int WorldRank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
+}
+
+/// The engine the runtimes of this run use: Gloo for the gloo_* variants
+/// of the suites (HVDTUNE_TEST_ENGINE=gloo, mpi_main.cc), else MPI.
+inline EngineKind TestEngine() {
+  const char* e = std::getenv("HVDTUNE_TEST_ENGINE");
+  return e != nullptr && std::string(e) == "gloo" ? EngineKind::kGloo
+                                                  : EngineKind::kMpi;
 }
 
 inline int WorldSize() {

@@ -11,6 +11,9 @@ every rank records the outcome of every test as it happens, so a hang
 
     tools/horovod_torch_suite.py /tmp/hvd_ref/test_torch.py --np 2 3 --whole
 
+With --gloo build/tools/hvd_tune/hvd-tune every run is launched by
+`hvd-tune run --gloo` instead (the Gloo engine, no mpirun).
+
 Prints PASS/FAIL/SKIP/HANG per test with the first line of each failure's
 reason, then the counts; --json FILE writes the same as JSON. A test passes
 when it passed on every rank, is skipped when no rank failed and one
@@ -76,7 +79,8 @@ import sys
 import pytest
 
 rank = int(os.environ.get("OMPI_COMM_WORLD_RANK",
-                          os.environ.get("PMI_RANK", "0")))
+                          os.environ.get("PMI_RANK",
+                                         os.environ.get("HOROVOD_RANK", "0"))))
 log = open(os.path.join(sys.argv[1], "rank%d.jsonl" % rank), "a",
            buffering=1)
 
@@ -205,10 +209,15 @@ def run_mpirun(args, np_, node_ids, outdir, shim, suite_dir, timeout):
         ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("HVDTUNE_AUTOTUNE_STORE", "off")
-    cmd = [args.mpirun, "--allow-run-as-root", "--oversubscribe",
-           "--bind-to", "none", "--mca", "btl", "self,vader,tcp",
-           "-np", str(np_), args.python,
-           os.path.join(shim, "suite_runner.py"), outdir] + node_ids
+    if args.gloo:
+        # The Gloo engine: hvd-tune's own launcher, no mpirun.
+        cmd = [args.gloo, "run", "--gloo", "-np", str(np_), "--"]
+    else:
+        cmd = [args.mpirun, "--allow-run-as-root", "--oversubscribe",
+               "--bind-to", "none", "--mca", "btl", "self,vader,tcp",
+               "-np", str(np_)]
+    cmd += [args.python, os.path.join(shim, "suite_runner.py"),
+            outdir] + node_ids
     start = time.monotonic()
     with open(os.path.join(outdir, "output.txt"), "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
@@ -325,6 +334,9 @@ def main():
                         sys.executable)
     parser.add_argument("--mpirun", default=os.environ.get("MPIEXEC",
                                                            "mpirun"))
+    parser.add_argument("--gloo", metavar="HVD_TUNE",
+                        help="launch every run with `HVD_TUNE run --gloo` "
+                        "(the Gloo engine) instead of mpirun")
     parser.add_argument("--timeout", type=int, default=120,
                         help="seconds per test before it counts as a hang")
     parser.add_argument("--whole", action="store_true",

@@ -6,6 +6,8 @@ set -euo pipefail
 PACKAGES=(
   g++ make cmake pkg-config git ca-certificates
   openmpi-bin libopenmpi-dev
+  # The Gloo engine (HOROVOD_GLOO=1, hvd-tune run --gloo).
+  libgloo-dev
   libeigen3-dev libnlopt-dev libnlopt-cxx-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev

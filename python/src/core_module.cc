@@ -733,6 +733,11 @@ void DefineModule(py::module_& m) {
         py::arg("output"), "Raw MPI_Allreduce (sum) on MPI_COMM_WORLD.");
   m.def("mpi_max", &MpiMax, "Largest `value` over the ranks (raw MPI).");
   m.def("mpi_barrier", &MpiBarrier, "MPI_Barrier on MPI_COMM_WORLD.");
+  m.def(
+      "engine", [] { return std::string(EngineName(Rt().engine())); },
+      "The engine the runtime runs on: 'mpi' or 'gloo' (init() first).");
+  m.def("gloo_built", &GlooBuilt,
+        "Whether this build has the Gloo engine (HOROVOD_GLOO=1).");
   m.def("mpi_threads_supported", &MpiThreadsSupported,
         "True when MPI was initialised with MPI_THREAD_MULTIPLE.");
   m.def("pending_orphans", [] { return GetState().orphans.size(); });

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "gloo_launcher.h"
 #include "launcher.h"
 
 namespace hvdtune::cli {
@@ -23,6 +24,9 @@ struct RunOptions {
 };
 
 int RunLaunch(const RunOptions& opt) {
+  if (opt.launch.gloo) {
+    return RunGlooLaunch(opt.launch, opt.dry_run, opt.verbose);
+  }
   const Launch launch = BuildLaunch(opt.launch, ProbeLaunchHost());
   if (opt.dry_run || opt.verbose) {
     if (!launch.hostfile.empty()) {
@@ -128,6 +132,12 @@ Command AddRunCommand(CLI::App& app) {
   AddDbOption(*sub, l.db);
   sub->add_option("--mpi-args", l.mpi_args,
                   "extra mpirun arguments, in one string");
+  sub->add_flag("--gloo", l.gloo,
+                "run on the Gloo engine: serve the rendezvous store and start "
+                "the ranks without mpirun (like horovodrun --gloo)");
+  sub->add_option("--network-interface", l.network_interface,
+                  "with --gloo: the network interface of the ranks' traffic "
+                  "(HOROVOD_GLOO_IFACE; default: lo on one machine)");
   sub->add_flag("--dry-run", opt->dry_run,
                 "print the mpirun command instead of running it");
   sub->add_flag("--verbose", opt->verbose,

@@ -32,6 +32,10 @@ struct LaunchOptions {
   std::string db;
   /// Extra mpirun arguments, split on spaces.
   std::string mpi_args;
+  /// --gloo: the Gloo launcher (gloo_launcher.h) instead of mpirun.
+  bool gloo = false;
+  /// --network-interface: the interface of the ranks' Gloo traffic.
+  std::string network_interface;
   std::vector<std::string> command;
 };
 

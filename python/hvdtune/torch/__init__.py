@@ -8,6 +8,8 @@ set has a runtime of its own). Refused with an error that says so and names
 the alternative: Adasum, elastic training.
 """
 
+import os
+
 import hvdtune
 from hvdtune import (HvdtuneError, autotune_status, cross_rank, cross_size,
                      is_initialized, knobs, local_rank, local_size,
@@ -65,13 +67,27 @@ def init(comm=None, process_sets=None, tune_num_groups=False):
 
 
 # Horovod's build introspection, answered for this build of hvdtune.torch.
+def _engine():
+    """The running runtime's engine; before init(), the one the environment
+    asks for (the runtime checks the variables strictly at init)."""
+    if is_initialized():
+        return _core.engine()
+    env = os.environ
+    if (env.get("HOROVOD_GLOO", "").lower() in ("1", "true")
+            or env.get("HOROVOD_CONTROLLER", "").lower() == "gloo"
+            or env.get("HOROVOD_CPU_OPERATIONS", "").lower() == "gloo"):
+        return "gloo"
+    return "mpi"
+
+
 def mpi_built():
-    """Collectives run over MPI."""
+    """The MPI engine is always built."""
     return True
 
 
 def mpi_enabled():
-    return True
+    """The job runs on the MPI engine (mpirun), not Gloo."""
+    return _engine() == "mpi"
 
 
 def mpi_threads_supported():
@@ -80,11 +96,13 @@ def mpi_threads_supported():
 
 
 def gloo_built():
-    return False
+    """This build has the Gloo engine (hvd-tune run --gloo)."""
+    return bool(_core.gloo_built())
 
 
 def gloo_enabled():
-    return False
+    """The job runs on the Gloo engine (HOROVOD_GLOO=1)."""
+    return _engine() == "gloo"
 
 
 def nccl_built():

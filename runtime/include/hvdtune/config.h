@@ -105,7 +105,31 @@ struct TelemetrySettings {
   bool timeline_mark_cycles = false;
 };
 
+/// What a rank of a Gloo job is told by its launcher (hvd-tune run --gloo,
+/// or any launcher that sets these variables).
+struct GlooSettings {
+  /// HOROVOD_RANK, HOROVOD_SIZE: this process in the launched job.
+  int rank = 0, size = 1;
+  /// HOROVOD_HOSTNAME: the node's name (ranks with the same name share a
+  /// node); empty: this machine's host name.
+  std::string hostname;
+  /// HOROVOD_GLOO_RENDEZVOUS_ADDR / _PORT: the rendezvous store.
+  std::string rendezvous_addr;
+  int rendezvous_port = 0;
+  /// HOROVOD_GLOO_IFACE: the network interface of the ranks' Gloo
+  /// traffic; empty: the address the host name resolves to.
+  std::string iface;
+  /// HOROVOD_GLOO_TIMEOUT_SECONDS: the longest a Gloo wait (the
+  /// rendezvous, a collective) lasts before it fails.
+  double timeout_seconds = 30;
+};
+
 struct RuntimeConfig {
+  /// The engine: Gloo when HOROVOD_GLOO=1, HOROVOD_CONTROLLER=gloo or
+  /// HOROVOD_CPU_OPERATIONS=gloo (they must not disagree), else MPI.
+  EngineKind engine = EngineKind::kMpi;
+  /// The Gloo launcher's variables (read only for the Gloo engine).
+  GlooSettings gloo;
   KnobConfig knobs;
   RuntimeSettings settings;
   AutotuneSettings autotune;
@@ -122,6 +146,11 @@ struct RuntimeConfig {
 /// Parses every HOROVOD_* / HVDTUNE_* setting strictly. Throws ConfigError
 /// naming the variable, the value and what is allowed.
 RuntimeConfig ParseConfig(const EnvLookup& env);
+
+/// Parses the engine's settings alone (part of ParseConfig): c->engine and,
+/// for Gloo, c->gloo. A rank whose other settings are bad still joins its
+/// engine with them, so that the ranks vote on the error together.
+void ParseEngineSettings(const EnvLookup& env, RuntimeConfig* c);
 
 /// Parses the metrics and timeline settings alone (part of ParseConfig).
 TelemetrySettings ParseTelemetrySettings(const EnvLookup& env);

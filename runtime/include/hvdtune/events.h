@@ -35,8 +35,10 @@ struct RuntimeInfo {
   /// The knob values in force at start.
   KnobSettings knobs;
   /// The MPI library, "Open MPI v4.1.4" (MpiLibraryVersion()); empty when
-  /// MPI cannot say.
+  /// MPI cannot say. On the Gloo engine, Gloo's version ("Gloo 0.5.0").
   std::string mpi_version;
+  /// The engine the runtime runs on.
+  EngineKind engine = EngineKind::kMpi;
 };
 
 /// One cycle of the background thread (idle cycles included).

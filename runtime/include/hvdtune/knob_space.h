@@ -23,6 +23,9 @@ class KnobSpace {
     bool app_groups = false;
     /// The process may raise a thread's priority (the cycle thread's boost).
     bool priority_raisable = false;
+    /// The engine: a categorical knob's choices it does not serve are left
+    /// out of the search space.
+    EngineKind engine = EngineKind::kMpi;
   };
   KnobSpace(const KnobConfig& knobs, const Scope& scope);
   /// Scope{multi_node, app_groups}: no priority knob.
@@ -43,6 +46,10 @@ class KnobSpace {
  private:
   KnobSettings initial_;
   std::vector<KnobId> ids_;
+  /// Per tuned knob (parallel to ids_): for a categorical knob, the choices
+  /// the engine serves, the tuner's category c being choice served[c];
+  /// empty otherwise.
+  std::vector<std::vector<int>> served_;
   std::unique_ptr<tuner::SearchSpace> space_;
 };
 

@@ -31,6 +31,13 @@ enum class KnobId : int {
 inline constexpr int kNumKnobs = static_cast<int>(KnobId::kCount);
 
 enum class KnobType { kInteger, kFloat, kBool, kCategorical };
+
+/// The engines under the runtime (HOROVOD_GLOO / HOROVOD_CONTROLLER): bit
+/// flags, so that a categorical knob can say which engines serve a choice.
+enum class EngineKind : std::uint8_t { kMpi = 1, kGloo = 2 };
+
+/// "mpi" or "gloo".
+std::string_view EngineName(EngineKind kind);
 /// How the tuner sees the knob's axis.
 enum class KnobScale { kLinear, kLog, kCategorical };
 
@@ -64,6 +71,9 @@ enum class TuneWhen {
 /// runtime's algorithm registry, runtime/src/core/algorithms/registry.cc, is
 /// the only list).
 std::span<const std::string_view> AllreduceAlgorithms();
+/// For each of AllreduceAlgorithms(), the engines that serve it
+/// (EngineKind bits).
+std::span<const std::uint8_t> AllreduceAlgorithmEngines();
 
 /// One column of Horovod's autotune CSV log that a knob provides.
 struct HorovodLogColumn {
@@ -94,6 +104,13 @@ struct KnobSpec {
   double tune_max = 0;
   /// Names of a categorical knob's values; its value is an index into this.
   std::span<const std::string_view> choices = {};
+  /// Per choice, the engines that serve it (EngineKind bits); empty: all.
+  std::span<const std::uint8_t> choice_engines = {};
+  /// Whether `engine` serves choice `index` of this categorical knob.
+  bool Serves(EngineKind engine, std::size_t index) const {
+    return index >= choice_engines.size() ||
+           (choice_engines[index] & static_cast<std::uint8_t>(engine)) != 0;
+  }
   std::string_view unit = {};
   std::string_view description = {};
   /// Horovod's autotune log column this knob fills, if any.

@@ -1,12 +1,15 @@
 // What code that also calls MPI itself (benchmarks, bindings, tools) shares
-// with the runtime (hvdtune::core): the runtime's settings for MPI_Init and
-// its dtype -> MPI type table.
+// with the runtime (hvdtune::core): the runtime's settings for MPI_Init, its
+// dtype -> MPI type table, and runtimes on the Gloo engine beside MPI.
 #pragma once
 
 #include <mpi.h>
 
+#include <map>
+#include <memory>
 #include <string>
 
+#include "hvdtune/rendezvous.h"
 #include "hvdtune/types.h"
 
 namespace hvdtune {
@@ -26,5 +29,18 @@ MPI_Datatype NativeMpiType(DataType dtype);
 /// rest names a build and a date). Empty when MPI cannot say. The one
 /// spelling of the MPI library in fingerprints and metrics.
 std::string MpiLibraryVersion();
+
+/// For programs under mpirun whose runtimes run on the Gloo engine beside
+/// MPI (the test suites' Gloo variants, benchmarks comparing the engines):
+/// rank 0 of MPI_COMM_WORLD serves a rendezvous store on the IPv4 address of
+/// its interface `iface` (returned: keep it while such runtimes live; null
+/// on the other ranks), and `vars` receives what a Gloo launcher would set
+/// for this rank (HOROVOD_GLOO=1, HOROVOD_RANK, HOROVOD_SIZE,
+/// HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT, HOROVOD_GLOO_IFACE=iface; every node
+/// must have an interface of that name). Collective on MPI_COMM_WORLD;
+/// throws std::runtime_error on every rank when rank 0's `iface` has no
+/// IPv4 address.
+std::unique_ptr<RendezvousServer> ServeGlooBesideMpi(
+    std::map<std::string, std::string>* vars, const std::string& iface = "lo");
 
 }  // namespace hvdtune

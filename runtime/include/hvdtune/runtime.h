@@ -176,6 +176,9 @@ class Runtime {
   /// collective and would wait forever for ranks that have exited.
   bool shut_down() const;
 
+  /// The engine this runtime runs on (HOROVOD_GLOO / HOROVOD_CONTROLLER).
+  EngineKind engine() const;
+
   int rank() const;
   int size() const;
   int local_rank() const;
@@ -302,5 +305,9 @@ class Runtime {
 
   std::unique_ptr<internal::RuntimeImpl> impl_;
 };
+
+/// Whether this build has the Gloo engine (libgloo found at configure
+/// time; HVDTUNE_WITH_GLOO).
+bool GlooBuilt();
 
 }  // namespace hvdtune

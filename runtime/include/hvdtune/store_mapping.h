@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "hvdtune/knobs.h"
 #include "hvdtune/services.h"
@@ -33,9 +34,13 @@ std::optional<KnobSettings> FromStored(const store::KnobValues& values,
                                        const KnobSettings& base,
                                        std::string* why = nullptr);
 
-/// This machine (store::ProbeHost) with a job's layout and MPI library.
+/// This machine (store::ProbeHost) with a job's layout and communication
+/// library: `library` (RuntimeInfo::mpi_version: the MPI library, or Gloo's
+/// version on the Gloo engine, so that each engine has its own best
+/// configurations), or MpiLibraryVersion() when empty.
 store::Fingerprint JobHardwareFingerprint(int world_size, int ranks_per_node,
-                                          int nodes);
+                                          int nodes,
+                                          std::string_view library = {});
 /// The model of one training step: its tensors in the order they complete.
 store::Fingerprint StepModelFingerprint(std::span<const StepTensor> step);
 

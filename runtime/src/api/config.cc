@@ -3,6 +3,9 @@
 #include <arpa/inet.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "hvdtune/status.h"
 
@@ -19,7 +22,77 @@ int Int(std::string_view var, std::string_view text, std::int64_t lo,
   return static_cast<int>(ParseIntSetting(var, text, lo, hi));
 }
 
+// The algorithm knob names a choice the engine serves.
+void CheckAlgorithmServed(const RuntimeConfig& c) {
+  const KnobSpec& algo = GetKnobSpec(KnobId::kAllreduceAlgorithm);
+  const auto chosen =
+      static_cast<std::size_t>(c.knobs.values.allreduce_algorithm());
+  if (!algo.Serves(c.engine, chosen)) {
+    throw ConfigError(std::string(algo.env) + "=" +
+                      std::string(algo.choices[chosen]) + " is served by the " +
+                      (c.engine == EngineKind::kMpi ? "Gloo" : "MPI") +
+                      " engine only (this job runs on " +
+                      std::string(EngineName(c.engine)) + ")");
+  }
+}
+
+// HOROVOD_CONTROLLER / HOROVOD_CPU_OPERATIONS: "mpi" or "gloo".
+EngineKind EngineValue(std::string_view var, std::string_view v) {
+  if (v == "mpi" || v == "MPI") return EngineKind::kMpi;
+  if (v == "gloo" || v == "GLOO") return EngineKind::kGloo;
+  throw ConfigError(std::string(var) + "='" + std::string(v) +
+                    "' is not allowed: use mpi or gloo");
+}
+
 }  // namespace
+
+void ParseEngineSettings(const EnvLookup& env, RuntimeConfig* c) {
+  // Each variable that names an engine, with the engine it names.
+  std::vector<std::pair<std::string, EngineKind>> named;
+  IfSet(env, "HOROVOD_GLOO", [&](auto var, auto v) {
+    named.emplace_back(
+        std::string(var) + "=" + std::string(v),
+        ParseBoolSetting(var, v) ? EngineKind::kGloo : EngineKind::kMpi);
+  });
+  for (const char* var : {"HOROVOD_CONTROLLER", "HOROVOD_CPU_OPERATIONS"}) {
+    IfSet(env, var, [&](auto name, auto v) {
+      named.emplace_back(std::string(name) + "=" + std::string(v),
+                         EngineValue(name, v));
+    });
+  }
+  for (const auto& [setting, engine] : named) {
+    if (engine != named.front().second) {
+      throw ConfigError(
+          named.front().first + " and " + setting +
+          " disagree: the negotiation and the host collectives run on one "
+          "engine (mpi or gloo)");
+    }
+  }
+  if (!named.empty()) c->engine = named.front().second;
+  if (c->engine != EngineKind::kGloo) return;
+  GlooSettings& g = c->gloo;
+  const auto required = [&](std::string_view var) {
+    auto v = env(var);
+    if (!v || v->empty()) {
+      throw ConfigError(std::string(var) +
+                        " is not set: the Gloo engine needs the variables "
+                        "its launcher sets (hvd-tune run --gloo)");
+    }
+    return *v;
+  };
+  g.size = Int("HOROVOD_SIZE", required("HOROVOD_SIZE"), 1, 1 << 20);
+  g.rank = Int("HOROVOD_RANK", required("HOROVOD_RANK"), 0, g.size - 1);
+  g.rendezvous_addr = required("HOROVOD_GLOO_RENDEZVOUS_ADDR");
+  g.rendezvous_port = Int("HOROVOD_GLOO_RENDEZVOUS_PORT",
+                          required("HOROVOD_GLOO_RENDEZVOUS_PORT"), 1, 65535);
+  IfSet(env, "HOROVOD_HOSTNAME",
+        [&](auto, auto v) { g.hostname = std::string(v); });
+  IfSet(env, "HOROVOD_GLOO_IFACE",
+        [&](auto, auto v) { g.iface = std::string(v); });
+  IfSet(env, "HOROVOD_GLOO_TIMEOUT_SECONDS", [&](auto var, auto v) {
+    g.timeout_seconds = ParseFloatSetting(var, v, 0.0, 1e6, true);
+  });
+}
 
 const char* AutotuneStoreModeName(AutotuneStoreMode mode) {
   switch (mode) {
@@ -159,6 +232,8 @@ RuntimeConfig ParseConfig(const EnvLookup& env) {
   IfSet(env, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", [&](auto var, auto v) {
     s.stall_shutdown_seconds = ParseFloatSetting(var, v, 0.0, 1e9, false);
   });
+  ParseEngineSettings(env, &c);
+  CheckAlgorithmServed(c);
   c.autotune = ParseAutotuneSettings(env);
   c.telemetry = ParseTelemetrySettings(env);
   return c;
@@ -293,6 +368,39 @@ constexpr SettingSpec kSettings[] = {
      "0, 1, true, false",
      "Also mark the start of every active cycle (CYCLE_START) in the "
      "timeline."},
+    {"Gloo engine", "HOROVOD_GLOO", "unset (MPI)", "0, 1, true, false",
+     "1: the negotiation and the host collectives run on Gloo's TCP "
+     "transport instead of MPI (as HOROVOD_CONTROLLER=gloo and "
+     "HOROVOD_CPU_OPERATIONS=gloo); the ranks meet through the rendezvous "
+     "store of hvd-tune run --gloo, no MPI is initialised. See "
+     "docs/gloo.md."},
+    {"Gloo engine", "HOROVOD_CONTROLLER", "mpi", "mpi, gloo",
+     "The negotiation's engine; must agree with HOROVOD_CPU_OPERATIONS and "
+     "HOROVOD_GLOO (one engine does both)."},
+    {"Gloo engine", "HOROVOD_CPU_OPERATIONS", "mpi", "mpi, gloo",
+     "The host collectives' engine; must agree with HOROVOD_CONTROLLER."},
+    {"Gloo engine", "HOROVOD_RANK", "set by the launcher", "0 – size - 1",
+     "Gloo: this process's rank in the launched job."},
+    {"Gloo engine", "HOROVOD_SIZE", "set by the launcher", "1 – 1048576",
+     "Gloo: the number of ranks launched."},
+    {"Gloo engine", "HOROVOD_HOSTNAME", "this machine's host name", "a name",
+     "Gloo: ranks with the same name form a node (local and cross ranks, "
+     "hierarchical algorithms), unless HVDTUNE_RANKS_PER_NODE is set."},
+    {"Gloo engine", "HOROVOD_GLOO_RENDEZVOUS_ADDR", "set by the launcher",
+     "an address or host name",
+     "Gloo: where the rendezvous store listens (hvd-tune run --gloo serves "
+     "it)."},
+    {"Gloo engine", "HOROVOD_GLOO_RENDEZVOUS_PORT", "set by the launcher",
+     "1 – 65535", "Gloo: the rendezvous store's port."},
+    {"Gloo engine", "HOROVOD_GLOO_IFACE", "the host name's address",
+     "an interface name",
+     "Gloo: the network interface the ranks' traffic uses (lo for a job on "
+     "one machine)."},
+    {"Gloo engine", "HOROVOD_GLOO_TIMEOUT_SECONDS", "30", "> 0 – 1e6",
+     "Gloo: the longest any wait lasts (the rendezvous, a negotiation, a "
+     "collective) before it fails with an error on the handles naming the "
+     "ranks the launcher saw die. A rank that dies is seen at once (its "
+     "connections close); a stopped or cut-off one after this time."},
     {"Open MPI", "OMPI_MCA_mpi_yield_when_idle",
      "1 when hvdtune initialises MPI", "0, 1",
      "Open MPI's own parameter, set by hvdtune before MPI_Init_thread unless "

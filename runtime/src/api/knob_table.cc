@@ -86,13 +86,19 @@ std::array<KnobSpec, kNumKnobs> BuildTable() {
        .tune_min = 0,
        .tune_max = last_algorithm,
        .choices = algorithms,
+       .choice_engines = AllreduceAlgorithmEngines(),
        .description =
-           "Allreduce algorithm: native = the library's own allreduce "
-           "(MPI_Allreduce, ncclAllReduce); ring = pipelined ring on "
-           "point-to-point (segment: ring_segment_bytes); hierarchical = "
-           "reduce-scatter inside each node, allreduce across nodes, "
-           "allgather inside each node. HOROVOD_HIERARCHICAL_ALLREDUCE=1 "
-           "pins it to hierarchical, =0 to native.",
+           "Allreduce algorithm, each engine its own (MPI: native, ring, "
+           "hierarchical; Gloo: all five): native = the library's own "
+           "allreduce (MPI_Allreduce, ncclAllReduce, Gloo's default); ring = "
+           "pipelined ring on point-to-point (segment: ring_segment_bytes; "
+           "on Gloo, Gloo's ring); hierarchical = across nodes through each "
+           "node (MPI: reduce-scatter inside each node, allreduce across "
+           "nodes, allgather inside each node; Gloo: reduce to each node's "
+           "leader, ring among the leaders, broadcast inside each node); "
+           "ring_chunked and halving_doubling = Gloo's algorithms of those "
+           "names. HOROVOD_HIERARCHICAL_ALLREDUCE=1 pins it to hierarchical, "
+           "=0 to native.",
        .horovod_log = {"hierarchical_allreduce", IsHierarchical}},
       {.id = KnobId::kRingSegmentBytes,
        .name = "ring_segment_bytes",

@@ -42,6 +42,10 @@ KnobSettings::KnobSettings() {
   for (const auto& spec : KnobTable()) Set(spec.id, spec.default_value);
 }
 
+std::string_view EngineName(EngineKind kind) {
+  return kind == EngineKind::kGloo ? "gloo" : "mpi";
+}
+
 std::string_view KnobSettings::allreduce_algorithm_name() const {
   const auto choices = AllreduceAlgorithms();
   const auto i = static_cast<std::size_t>(allreduce_algorithm());

@@ -21,42 +21,6 @@ constexpr std::uint64_t kFlagJoined = 1u << 3;
 
 std::size_t WordsFor(std::size_t bits) { return (bits + 63) / 64; }
 
-// Waits for the negotiation's allreduce. Other ranks may be far behind
-// (computing, or sleeping out their cycle time), and with more ranks than
-// cores a spinning wait takes the core a late rank needs. So: test in a
-// tight loop only briefly (long enough for ranks that arrive together),
-// then sleep between tests, longer and longer. With tensors of this rank
-// waiting the sleeps stay short, so the round completes soon after the
-// last rank arrives; when idle they grow to a fifth of a millisecond.
-// `keep_waiting(seconds waited)` is asked between sleeps; false abandons
-// the request (returns MPI_ERR_PENDING with the request still posted).
-template <typename KeepWaiting>
-int WaitSleeping(MPI_Request* req, bool busy, KeepWaiting keep_waiting) {
-  using Clock = std::chrono::steady_clock;
-  int done = 0;
-  const auto begin = Clock::now();
-  const auto spin_until = begin + std::chrono::microseconds(busy ? 300 : 5);
-  const auto max_pause = std::chrono::microseconds(busy ? 50 : 200);
-  auto pause = std::chrono::microseconds(busy ? 5 : 10);
-  for (;;) {
-    const int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS || done) return rc;
-    const auto now = Clock::now();
-    if (now < spin_until) {
-      // Polling, but giving the core to any other runnable thread (a late
-      // rank's, with more ranks than cores) between tests.
-      if (busy) std::this_thread::yield();
-      continue;
-    }
-    if (pause == max_pause &&
-        !keep_waiting(std::chrono::duration<double>(now - begin).count())) {
-      return MPI_ERR_PENDING;
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, max_pause);
-  }
-}
-
 std::string FormatSeconds(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", s);
@@ -71,21 +35,24 @@ double SteadySeconds() {
 
 }  // namespace
 
-Controller::Controller(const MpiContext& mpi, std::size_t cache_capacity,
-                       StallSettings stall, double (*clock)())
-    : mpi_(mpi),
+Controller::Controller(const World& world, ControlTransport& transport,
+                       std::size_t cache_capacity, StallSettings stall,
+                       double (*clock)())
+    : world_(world),
+      transport_(transport),
+      keep_waiting_([this](double waited) { return KeepWaiting(waited); }),
       cache_(cache_capacity),
       stall_(stall),
       clock_(clock ? clock : &SteadySeconds),
       hit_id_(cache_capacity, kNoTensorId),
       hit_words_(WordsFor(cache_capacity), 0),
-      coordinator_(mpi.size, stall) {}
+      coordinator_(world.size, stall) {}
 
 void Controller::SendInFull(TensorId id) {
   const Request& r = *pending_[id];
   negotiating_.emplace(r.name, id);
   to_send_.push_back(r);
-  to_send_.back().rank = mpi_.rank;
+  to_send_.back().rank = world_.rank;
 }
 
 void Controller::AddHit(std::uint32_t bit, TensorId id) {
@@ -158,7 +125,7 @@ void Controller::RunCycle(const std::vector<const Request*>& requests,
   if (threshold > 0 && now >= next_stall_scan_) {
     next_stall_scan_ = now + std::clamp(threshold / 10, 0.01, 1.0);
     InvalidateStalledHits(now);
-    if (mpi_.rank == 0) {
+    if (world_.rank == 0) {
       coordinator_.CheckStalls(now, &result.stalls, &stalled_);
     }
   }
@@ -169,7 +136,7 @@ void Controller::RunCycle(const std::vector<const Request*>& requests,
   std::uint64_t flags = 0;
   if (!to_send_.empty() || !stalled_.empty()) flags |= kFlagUncached;
   if (shutdown) flags |= kFlagShutdown;
-  if (mpi_.rank == 0 && knob_update != nullptr) flags |= kFlagKnobUpdate;
+  if (world_.rank == 0 && knob_update != nullptr) flags |= kFlagKnobUpdate;
   if (joined_) flags |= kFlagJoined;
   bits_[0] = ~flags;
   std::copy(hit_words_.begin(), hit_words_.end(), bits_.begin() + 1);
@@ -177,12 +144,12 @@ void Controller::RunCycle(const std::vector<const Request*>& requests,
   for (std::uint32_t bit : invalid_) {
     bits_[1 + words + bit / 64] &= ~(std::uint64_t{1} << (bit % 64));
   }
-  MPI_Request req;
   current_ = &result;
-  result.status = Await(
-      MPI_Iallreduce(MPI_IN_PLACE, bits_.data(), static_cast<int>(bits_.size()),
-                     MPI_UINT64_T, MPI_BAND, mpi_.control, &req),
-      &req, "MPI_Allreduce (negotiation)");
+  wait_warnings_ = 0;
+  result.status =
+      Await(transport_.AllreduceAnd(bits_.data(), bits_.size(),
+                                    pending_count_ > 0, keep_waiting_),
+            "the allreduce");
   if (!result.status.ok()) return;
   flags = ~bits_[0];
   result.shutdown = (flags & kFlagShutdown) != 0;
@@ -253,45 +220,41 @@ void Controller::RunCycle(const std::vector<const Request*>& requests,
 
   if (flags & kFlagKnobUpdate) {
     std::vector<std::uint8_t> bytes;
-    if (mpi_.rank == 0) bytes = *knob_update;
+    if (world_.rank == 0) bytes = *knob_update;
     result.status = Broadcast(&bytes);
     if (!result.status.ok()) return;
     result.knob_update = std::move(bytes);
   }
 }
 
-Status Controller::Await(int rc, MPI_Request* req, const char* what) {
-  if (rc == MPI_SUCCESS) {
-    wait_warnings_ = 0;
-    rc = WaitSleeping(req, pending_count_ > 0,
-                      [&](double waited) { return KeepWaiting(waited); });
-  }
-  if (rc == MPI_ERR_PENDING) {
+Status Controller::Await(Status s, const char* what) {
+  if (s.code() == StatusCode::kStalled && s.message().empty()) {
     // The collective stays posted, on member buffers that must outlive it.
     abandoned_ = true;
     return Status::Stalled(
         "the negotiation waited " + FormatSeconds(stall_.shutdown_seconds) +
-        " s in " + what +
+        " s in " + what + " of the negotiation" +
         " for ranks that stopped calling into hvdtune (stopped, hung or "
         "dead processes, or ranks that left the training loop; "
         "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS): the runtime stops");
   }
-  if (rc != MPI_SUCCESS) return MpiError(what, rc);
-  return Status::Ok();
+  return s;
 }
 
 Status Controller::Broadcast(std::vector<std::uint8_t>* bytes) {
-  MPI_Request req;
   bcast_len_ = static_cast<std::int64_t>(bytes->size());
-  Status s =
-      Await(MPI_Ibcast(&bcast_len_, 1, MPI_INT64_T, 0, mpi_.control, &req),
-            &req, "MPI_Bcast (negotiation)");
+  const bool busy = pending_count_ > 0;
+  wait_warnings_ = 0;
+  Status s = Await(
+      transport_.Broadcast(&bcast_len_, sizeof bcast_len_, busy, keep_waiting_),
+      "the broadcast");
   if (!s.ok()) return s;
   bcast_buf_ = std::move(*bytes);
   bcast_buf_.resize(static_cast<std::size_t>(bcast_len_));
-  s = Await(MPI_Ibcast(bcast_buf_.data(), static_cast<int>(bcast_len_),
-                       MPI_BYTE, 0, mpi_.control, &req),
-            &req, "MPI_Bcast (negotiation)");
+  wait_warnings_ = 0;
+  s = Await(
+      transport_.Broadcast(bcast_buf_.data(), bcast_len_, busy, keep_waiting_),
+      "the broadcast");
   if (!s.ok()) return s;
   *bytes = std::move(bcast_buf_);
   return Status::Ok();
@@ -305,17 +268,18 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
   to_send_.clear();
   gather_len_ = static_cast<int>(gather_mine_.size());
   std::vector<int>& lens = gather_lens_;
-  lens.assign(mpi_.rank == 0 ? mpi_.size : 0, 0);
-  MPI_Request req;
-  Status s = Await(MPI_Igather(&gather_len_, 1, MPI_INT, lens.data(), 1,
-                               MPI_INT, 0, mpi_.control, &req),
-                   &req, "MPI_Gather (negotiation)");
+  lens.assign(world_.rank == 0 ? world_.size : 0, 0);
+  const bool busy = pending_count_ > 0;
+  wait_warnings_ = 0;
+  Status s = Await(
+      transport_.GatherInt(&gather_len_, lens.data(), busy, keep_waiting_),
+      "the gather");
   if (!s.ok()) return s;
   std::vector<int>& displs = gather_displs_;
   displs.assign(lens.size(), 0);
   std::vector<std::uint8_t>& all = gather_all_;
   all.clear();
-  if (mpi_.rank == 0) {
+  if (world_.rank == 0) {
     int total = 0;
     for (std::size_t r = 0; r < lens.size(); ++r) {
       displs[r] = total;
@@ -323,14 +287,14 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
     }
     all.resize(static_cast<std::size_t>(total));
   }
-  s = Await(
-      MPI_Igatherv(gather_mine_.data(), gather_len_, MPI_BYTE, all.data(),
-                   lens.data(), displs.data(), MPI_BYTE, 0, mpi_.control, &req),
-      &req, "MPI_Gatherv (negotiation)");
+  wait_warnings_ = 0;
+  s = Await(transport_.Gatherv(gather_mine_.data(), gather_len_, all.data(),
+                               lens.data(), displs.data(), busy, keep_waiting_),
+            "the gatherv");
   if (!s.ok()) return s;
 
   std::vector<std::uint8_t> answer;
-  if (mpi_.rank == 0) {
+  if (world_.rank == 0) {
     std::vector<Request> received;
     try {
       for (std::size_t r = 0; r < lens.size(); ++r) {
@@ -399,7 +363,7 @@ Status Controller::Negotiate(std::vector<Response>* ready) {
       }
       return Status::Internal("negotiated tensor '" + resp.name +
                               "' is not pending on rank " +
-                              std::to_string(mpi_.rank));
+                              std::to_string(world_.rank));
     }
     const TensorId id = it->second;
     negotiating_.erase(it);
@@ -425,7 +389,7 @@ bool Controller::KeepWaiting(double waited) {
   const double check = stall_.check_seconds;
   if (check > 0 && waited >= check * static_cast<double>(wait_warnings_ + 1)) {
     ++wait_warnings_;
-    std::cerr << "[hvdtune rank " << mpi_.rank << "] WARNING: waited "
+    std::cerr << "[hvdtune rank " << world_.rank << "] WARNING: waited "
               << FormatSeconds(waited)
               << " s in negotiation for the other ranks: some rank has "
                  "stopped calling into hvdtune (a stopped, hung or dead "

@@ -1,8 +1,9 @@
 // Negotiation: every cycle the ranks agree which named tensors are ready on
 // all of them, in one order, and check that they agree on what each tensor
 // is. Tensors seen before are agreed on through the response cache with one
-// bit each (a single MPI_Allreduce of a bit vector per cycle); new ones go
-// to rank 0, which answers once every rank has asked.
+// bit each (a single allreduce of a bit vector per cycle, on the engine's
+// control transport); new ones go to rank 0, which answers once every rank
+// has asked.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/backends/mpi/mpi_context.h"
 #include "core/coordinator.h"
+#include "core/engine/engine.h"
 #include "core/message.h"
 #include "core/response_cache.h"
 #include "hvdtune/events.h"
@@ -22,8 +23,9 @@ namespace hvdtune::internal {
 class Controller {
  public:
   /// `clock` returns seconds (the runtime clock; tests inject their own).
-  Controller(const MpiContext& mpi, std::size_t cache_capacity,
-             StallSettings stall = {}, double (*clock)() = nullptr);
+  Controller(const World& world, ControlTransport& transport,
+             std::size_t cache_capacity, StallSettings stall = {},
+             double (*clock)() = nullptr);
 
   struct CycleResult {
     /// Tensors to run (or fail) now, in the same order on every rank; each
@@ -61,8 +63,8 @@ class Controller {
   /// Tensors this rank enqueued that are not yet ready everywhere.
   std::size_t pending() const { return pending_count_; }
   /// A negotiation was given up past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
-  /// with its allreduce still posted: this controller's buffers (and the
-  /// control communicator) must never be freed.
+  /// with its collective still posted: this controller's buffers (and the
+  /// engine) must never be freed.
   bool abandoned() const { return abandoned_; }
 
  private:
@@ -71,10 +73,10 @@ class Controller {
   /// Queues a pending tensor for full negotiation with rank 0.
   void SendInFull(TensorId id);
   void AddHit(std::uint32_t bit, TensorId id);
-  /// Waits for a nonblocking collective of the negotiation (`rc`: what
-  /// posting it returned). Past the stall shutdown time the collective is
-  /// given up (left posted) with a Stalled status.
-  Status Await(int rc, MPI_Request* req, const char* what);
+  /// The outcome of a collective of the negotiation (`what` names it). Past
+  /// the stall shutdown time the transport gives it up (left posted) and
+  /// this says so with a Stalled status.
+  Status Await(Status s, const char* what);
   /// Asked while a negotiation collective waits: warns every stall check
   /// time (and records a StallEvent), false past the stall shutdown time.
   bool KeepWaiting(double waited);
@@ -85,7 +87,10 @@ class Controller {
   /// they are renegotiated in full (where rank 0 sees who is missing).
   void InvalidateStalledHits(double now);
 
-  const MpiContext& mpi_;
+  const World& world_;
+  ControlTransport& transport_;
+  /// KeepWaiting(), made once.
+  ControlTransport::KeepWaiting keep_waiting_;
   ResponseCache cache_;
   StallSettings stall_;
   double (*clock_)();

@@ -11,9 +11,9 @@
 namespace hvdtune::internal {
 
 void RuntimeImpl::Loop() {
-  PrepareCycleThread(config_.settings, /*warn=*/mpi_.rank == 0);
+  PrepareCycleThread(config_.settings, /*warn=*/world_.rank == 0);
   boost_.emplace();
-  boost_->Apply(cycle_knobs_.cycle_thread_boost(), /*warn=*/mpi_.rank == 0);
+  boost_->Apply(cycle_knobs_.cycle_thread_boost(), /*warn=*/world_.rank == 0);
   bool stop = false;
   while (!stop) {
     const auto start = std::chrono::steady_clock::now();
@@ -112,7 +112,7 @@ bool RuntimeImpl::RunCycle(bool* stop) {
     drained_size_ = queue_size_;
     queue_size_ = 0;
     idle_arrival_ = false;
-    if (mpi_.rank == 0 && pending_update_) {
+    if (world_.rank == 0 && pending_update_) {
       update = std::move(pending_update_);
       pending_update_.reset();
     }
@@ -134,7 +134,7 @@ bool RuntimeImpl::RunCycle(bool* stop) {
   const double negotiated = RuntimeClock();
   const double negotiation = negotiated - start;
   if (!result.status.ok()) {
-    std::cerr << "[hvdtune rank " << mpi_.rank
+    std::cerr << "[hvdtune rank " << world_.rank
               << "] negotiation failed, stopping: " << result.status.ToString()
               << std::endl;
     for (const StallEvent& stall : result.stalls) {
@@ -226,7 +226,11 @@ std::string WatchdogSeconds(double s) {
 
 void RuntimeImpl::Watchdog() {
   const double check = config_.settings.stall_check_seconds;
-  const double limit = config_.settings.stall_shutdown_seconds;
+  // An engine whose collectives time out by themselves ends a stuck one
+  // with an error on its handles: the watchdog only warns.
+  const double limit = engine_->transfers_time_out()
+                           ? 0.0
+                           : config_.settings.stall_shutdown_seconds;
   // The other ranks are asked halfway to the first stall time, so that the
   // answer is there for the warning or the shutdown, and the metrics show
   // it while the stall lasts.
@@ -266,11 +270,12 @@ void RuntimeImpl::Watchdog() {
     if (shutdown || warn) {
       const std::size_t n = executing_count_.load();
       std::string m =
-          "[hvdtune rank " + std::to_string(mpi_.rank) + "] " +
+          "[hvdtune rank " + std::to_string(world_.rank) + "] " +
           (shutdown ? "ERROR" : "WARNING") + ": the collective of '" + first +
           "'" + (n > 1 ? " (and " + std::to_string(n - 1) + " more)" : "") +
           " has waited " + std::to_string(static_cast<int>(waited)) +
-          " s inside MPI for the other ranks; " + who;
+          " s inside " + std::string(engine_->label()) +
+          " for the other ranks; " + who;
       if (shutdown) {
         m += "; a transfer in progress cannot be abandoned: ending the job "
              "(HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" +
@@ -280,7 +285,7 @@ void RuntimeImpl::Watchdog() {
              "; HOROVOD_STALL_SHUTDOWN_TIME_SECONDS ends such a job)";
       }
       std::cerr << m + "\n" << std::flush;
-      if (shutdown) MPI_Abort(MPI_COMM_WORLD, 1);
+      if (shutdown) engine_->EndStuckJob();
       warned_for = since;
     }
     lock.lock();
@@ -289,8 +294,11 @@ void RuntimeImpl::Watchdog() {
 
 std::string RuntimeImpl::DescribeUnreachable(int* unreachable) {
   if (!probe_) {
-    return "which ranks are gone is not known (MPI was initialised without "
-           "MPI_THREAD_MULTIPLE)";
+    return engine_->transfers_time_out()
+               ? "the collective fails by itself at the engine's timeout, "
+                 "naming the ranks that are gone"
+               : "which ranks are gone is not known (MPI was initialised "
+                 "without MPI_THREAD_MULTIPLE)";
   }
   // Ranks that are there answer within one turn of their watchdog (0.25 s)
   // on an idle link; a link busy with the stuck collective's data or a
@@ -438,7 +446,7 @@ void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {
     CheckKnobValues(update.values);
   } catch (const std::exception& e) {
     // Every rank received the same bytes, so every rank skips the update.
-    std::cerr << "[hvdtune rank " << mpi_.rank
+    std::cerr << "[hvdtune rank " << world_.rank
               << "] ignoring a malformed knob update: " << e.what()
               << std::endl;
     return;
@@ -449,7 +457,7 @@ void RuntimeImpl::ApplyKnobUpdate(const std::vector<std::uint8_t>& bytes) {
         static_cast<std::size_t>(update.values.cache_capacity()));
   }
   cycle_knobs_ = update.values;
-  boost_->Apply(cycle_knobs_.cycle_thread_boost(), /*warn=*/mpi_.rank == 0);
+  boost_->Apply(cycle_knobs_.cycle_thread_boost(), /*warn=*/world_.rank == 0);
   std::uint64_t cycle = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -19,13 +19,24 @@ void FinishNow(ExecutionListener& listener, TensorEntry& e, Status s) {
 
 }  // namespace
 
-Executor::Executor(const MpiContext& mpi, const MpiTypes& types, Backend& host,
-                   Backend* device)
-    : mpi_(mpi),
-      types_(types),
-      host_(host),
+Executor::Executor(Engine& engine, Backend* device)
+    : engine_(engine),
+      world_(engine.world()),
+      host_(engine.host()),
       device_(device),
-      algorithms_(MakeAllreduceAlgorithms()) {}
+      algorithms_(engine.MakeAllreduceAlgorithms(device)) {}
+
+EngineAllreduce& Executor::Algorithm(const KnobSettings& knobs) {
+  const auto i = static_cast<std::size_t>(knobs.allreduce_algorithm());
+  if (i < algorithms_.size() && algorithms_[i]) return *algorithms_[i];
+  if (!warned_unserved_) {
+    std::cerr << "[hvdtune rank " << world_.rank << "] allreduce algorithm '"
+              << knobs.allreduce_algorithm_name() << "' is not served by the "
+              << engine_.name() << " engine; using 'native'" << std::endl;
+    warned_unserved_ = true;
+  }
+  return *algorithms_.front();
+}
 
 ExecutionTotals Executor::Run(const std::vector<Response>& ready,
                               const std::vector<TensorEntry*>& entries,
@@ -89,9 +100,7 @@ void Executor::Allreduce(const std::vector<TensorEntry*>& group,
   const DataType dtype = head.dtype;
   const ReduceOp op = head.op;
   const std::size_t esize = DataTypeSize(dtype);
-  const AlgorithmContext ctx = Context(knobs);
-  AllreduceAlgorithm& algorithm =
-      *algorithms_.at(static_cast<std::size_t>(knobs.allreduce_algorithm()));
+  EngineAllreduce& algorithm = Algorithm(knobs);
   const ReduceOp wire_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
   // Gradients become ready in backward order, the reverse of the order they
   // lie in a flat gradient buffer: concatenated in reverse, such views are
@@ -113,10 +122,10 @@ void Executor::Allreduce(const std::vector<TensorEntry*>& group,
       members_, esize, knobs.pipeline_chunk_bytes(),
       [&](const void* in, void* out, std::int64_t n) {
         if (reduce_start < 0) reduce_start = RuntimeClock();
-        Status st = algorithm.Run(ctx, in, out, n, dtype, wire_op);
+        Status st = algorithm.Run(knobs, in, out, n, dtype, wire_op);
         reduce_end = RuntimeClock();
         if (st.ok() && op == ReduceOp::kAverage) {
-          DivideBy(out, n, dtype, mpi_.size);
+          DivideBy(out, n, dtype, world_.size);
         }
         return st;
       });
@@ -125,8 +134,9 @@ void Executor::Allreduce(const std::vector<TensorEntry*>& group,
   totals.bytes += bytes;
   if (group.size() > 1) totals.fused_bytes += bytes;
   const int n = static_cast<int>(group.size());
-  listener.OnCollective({CollectiveType::kAllreduce, algorithm.name(), "mpi",
-                         dtype, bytes, n, start, end - start, s.ok()});
+  listener.OnCollective({CollectiveType::kAllreduce, algorithm.name(),
+                         host_.name(), dtype, bytes, n, start, end - start,
+                         s.ok()});
   if (reduce_start < 0) reduce_start = start;
   for (TensorEntry* e : group) {
     listener.Finish(*e, s, start, end, n, reduce_start, reduce_end);
@@ -140,13 +150,10 @@ void Executor::DeviceAllreduce(const std::vector<TensorEntry*>& group,
   // Device tensors are never fused (no host staging): each one is reduced in
   // place by the algorithm's device version, or by the device backend's own
   // allreduce when the algorithm has none.
-  const AlgorithmContext ctx = Context(knobs);
-  AllreduceAlgorithm* algorithm =
-      algorithms_.at(static_cast<std::size_t>(knobs.allreduce_algorithm()))
-          .get();
+  EngineAllreduce* algorithm = &Algorithm(knobs);
   if (!algorithm->has_device_version()) {
     if (!warned_device_fallback_) {
-      std::cerr << "[hvdtune rank " << mpi_.rank << "] allreduce algorithm '"
+      std::cerr << "[hvdtune rank " << world_.rank << "] allreduce algorithm '"
                 << algorithm->name()
                 << "' has no device version; device tensors use 'native' "
                    "(the device backend's own allreduce)"
@@ -161,7 +168,7 @@ void Executor::DeviceAllreduce(const std::vector<TensorEntry*>& group,
     const double start = RuntimeClock();
     Status s;
     if (n > 0) {
-      s = algorithm->RunDevice(ctx, e->input, e->output, n, dtype,
+      s = algorithm->RunDevice(knobs, e->input, e->output, n, dtype,
                                e->request.op);
     }
     const double end = RuntimeClock();
@@ -229,9 +236,9 @@ void Executor::Allgather(TensorEntry& e, const Response& resp,
   Status s;
   if (rows * row > 0) {
     if (hierarchical) {
-      s = hierarchical_allgather_.Run(Context(knobs), e.input,
-                                      e.request.shape[0] * row, h.bytes.data(),
-                                      bytes_per_rank);
+      s = engine_.HierarchicalAllgather(knobs, e.input,
+                                        e.request.shape[0] * row,
+                                        h.bytes.data(), bytes_per_rank);
     } else {
       s = b.Allgatherv(e.input, e.request.shape[0] * row, h.bytes.data(),
                        bytes_per_rank);
@@ -275,7 +282,7 @@ void Executor::Reducescatter(const std::vector<TensorEntry*>& group,
   const DataType dtype = head.dtype;
   const ReduceOp op = head.op;
   const auto esize = static_cast<std::int64_t>(DataTypeSize(dtype));
-  const int size = mpi_.size, rank = mpi_.rank;
+  const int size = world_.size, rank = world_.rank;
   // Every size fits: each member's whole tensor passed the enqueue check.
   std::vector<std::int64_t> counts(static_cast<std::size_t>(size), 0);
   std::int64_t total = 0;
@@ -413,7 +420,7 @@ void Executor::Reducescatter(const std::vector<TensorEntry*>& group,
 
 void Executor::Alltoall(TensorEntry& e, const Response& resp,
                         ExecutionListener& listener, ExecutionTotals& totals) {
-  const int size = mpi_.size, rank = mpi_.rank;
+  const int size = world_.size, rank = world_.rank;
   const auto esize = static_cast<std::int64_t>(DataTypeSize(e.request.dtype));
   // Rank 0 checked that every rank's received rows add up. A row's bytes
   // fit where some rank has rows (its enqueue check passed); with no rows

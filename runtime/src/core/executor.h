@@ -7,10 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/algorithms/algorithm.h"
-#include "core/algorithms/hierarchical_allgather.h"
 #include "core/backends/backend.h"
-#include "core/backends/mpi/mpi_context.h"
+#include "core/engine/engine.h"
 #include "core/fusion_buffer.h"
 #include "core/message.h"
 #include "core/tensor_entry.h"
@@ -46,9 +44,9 @@ struct ExecutionTotals {
 
 class Executor {
  public:
-  /// `device` is the NCCL backend, or null.
-  Executor(const MpiContext& mpi, const MpiTypes& types, Backend& host,
-           Backend* device);
+  /// The engine's host collectives and algorithms; `device` is the NCCL
+  /// backend, or null.
+  Executor(Engine& engine, Backend* device);
 
   /// `ready` is the same list in the same order on every rank; entries[i]
   /// is this rank's entry for ready[i].
@@ -78,16 +76,19 @@ class Executor {
                      ExecutionTotals& totals);
   void Alltoall(TensorEntry& e, const Response& resp,
                 ExecutionListener& listener, ExecutionTotals& totals);
-  AlgorithmContext Context(const KnobSettings& knobs) const {
-    return {host_, mpi_, types_, knobs, device_};
-  }
+  /// The algorithm the knobs choose; a choice this engine does not serve
+  /// (a stored configuration of another engine) falls back to 'native'
+  /// with one warning.
+  EngineAllreduce& Algorithm(const KnobSettings& knobs);
 
-  const MpiContext& mpi_;
-  const MpiTypes& types_;
+  Engine& engine_;
+  const World& world_;
   Backend& host_;
   Backend* device_;
-  std::vector<std::unique_ptr<AllreduceAlgorithm>> algorithms_;
-  HierarchicalAllgather hierarchical_allgather_;
+  /// Indexed by the allreduce_algorithm knob's value; null where the engine
+  /// serves no such choice.
+  std::vector<std::unique_ptr<EngineAllreduce>> algorithms_;
+  bool warned_unserved_ = false;
   FusionBuffer fusion_buffer_;
   std::vector<FusedMember> members_;
   /// Reducescatter's fused input and output (kept between calls).

@@ -3,7 +3,6 @@
 #include <sstream>
 #include <vector>
 
-#include "core/backends/mpi/mpi_context.h"
 #include "core/message.h"
 
 namespace hvdtune::internal {
@@ -65,7 +64,7 @@ std::string Compare(const InitVote& v0, const InitVote& v, int r) {
 
 }  // namespace
 
-void AgreeOnConfig(MPI_Comm comm, const RuntimeConfig& config,
+void AgreeOnConfig(ControlTransport& control, const RuntimeConfig& config,
                    const std::string& local_error) {
   InitVote mine;
   mine.ok = local_error.empty();
@@ -78,7 +77,7 @@ void AgreeOnConfig(MPI_Comm comm, const RuntimeConfig& config,
   mine.knobs = config.knobs.values;
   Writer w;
   Serialize(mine, w);
-  const auto all = AllgatherBytes(comm, w.bytes());
+  const auto all = control.AllgatherBytes(w.bytes());
   std::vector<InitVote> votes;
   for (const auto& bytes : all) {
     Reader rd(bytes.data(), bytes.size());

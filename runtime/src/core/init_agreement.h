@@ -3,19 +3,18 @@
 // on everything that must be equal everywhere.
 #pragma once
 
-#include <mpi.h>
-
 #include <string>
 
+#include "core/engine/engine.h"
 #include "hvdtune/config.h"
 
 namespace hvdtune::internal {
 
-/// Collective on `comm`. `local_error` is this rank's configuration error
-/// (empty when it parsed). Throws the same ConfigError on every rank when
-/// some rank failed or a setting differs, naming the variable and the
-/// values as users write them.
-void AgreeOnConfig(MPI_Comm comm, const RuntimeConfig& config,
+/// Collective on the engine's control transport. `local_error` is this rank's
+/// configuration error (empty when it parsed). Throws the same ConfigError on
+/// every rank when some rank failed or a setting differs, naming the variable
+/// and the values as users write them.
+void AgreeOnConfig(ControlTransport& control, const RuntimeConfig& config,
                    const std::string& local_error);
 
 }  // namespace hvdtune::internal

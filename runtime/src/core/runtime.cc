@@ -8,6 +8,7 @@
 
 #include "core/argument_checks.h"
 #include "core/backends/nccl/nccl_backend.h"
+#include "core/config.h"
 #include "core/runtime_impl.h"
 
 namespace hvdtune {
@@ -288,12 +289,13 @@ Runtime::~Runtime() = default;
 void Runtime::Shutdown() { impl_->Shutdown(); }
 bool Runtime::running() const { return impl_->running(); }
 bool Runtime::shut_down() const { return impl_->shut_down(); }
-int Runtime::rank() const { return impl_->mpi().rank; }
-int Runtime::size() const { return impl_->mpi().size; }
-int Runtime::local_rank() const { return impl_->mpi().local_rank; }
-int Runtime::local_size() const { return impl_->mpi().local_size; }
-int Runtime::cross_rank() const { return impl_->mpi().cross_rank; }
-int Runtime::cross_size() const { return impl_->mpi().cross_size; }
+EngineKind Runtime::engine() const { return impl_->engine(); }
+int Runtime::rank() const { return impl_->world().rank; }
+int Runtime::size() const { return impl_->world().size; }
+int Runtime::local_rank() const { return impl_->world().local_rank; }
+int Runtime::local_size() const { return impl_->world().local_size; }
+int Runtime::cross_rank() const { return impl_->world().cross_rank; }
+int Runtime::cross_size() const { return impl_->world().cross_size; }
 
 bool BuiltWithNccl() { return internal::NcclBuilt(); }
 int NcclRuntimeVersion() { return internal::NcclVersionCode(); }
@@ -494,5 +496,7 @@ AutotuneStatus Runtime::autotune_status() const {
   return impl_->autotune_status();
 }
 const RuntimeConfig& Runtime::config() const { return impl_->config(); }
+
+bool GlooBuilt() { return HVDTUNE_HAVE_GLOO != 0; }
 
 }  // namespace hvdtune

@@ -27,16 +27,14 @@ double CoarseRuntimeClock() {
 RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
                          std::string config_error)
     : config_(std::move(config)) {
-  mpi_ = MpiContext::Create(config_.ranks);
-  try {
-    // Before the node split: HVDTUNE_RANKS_PER_NODE decides which
-    // collective that is, so the ranks must agree on it first.
-    AgreeOnConfig(mpi_.control, config_, config_error);
-    mpi_.SplitNodes(config_.settings.ranks_per_node);
-  } catch (...) {
-    mpi_.Free();
-    throw;
-  }
+  engine_ = MakeEngine(config_);
+  engine_kind_ = engine_->kind();
+  // Before the node split: HVDTUNE_RANKS_PER_NODE decides which collective
+  // that is, so the ranks must agree on it first. (A throw here frees the
+  // engine: nothing is left posted at set-up.)
+  AgreeOnConfig(engine_->control(), config_, config_error);
+  engine_->SplitNodes(config_.settings.ranks_per_node);
+  world_ = engine_->world();
   knobs_ = config_.knobs.values;
   cycle_knobs_ = knobs_;
   // Measured (docs/benchmarks.md): with a hardware thread per rank, gathering
@@ -44,18 +42,17 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
   // step; with more ranks than hardware threads an application thread is
   // often descheduled in the middle of its burst, and waiting for it costs
   // more than negotiating what has arrived.
-  gather_arrivals_ = static_cast<unsigned>(RanksOnThisMachine(mpi_.data)) <=
+  gather_arrivals_ = static_cast<unsigned>(engine_->RanksOnThisMachine()) <=
                      std::thread::hardware_concurrency();
-  types_ = std::make_unique<MpiTypes>();
-  backend_ = std::make_unique<MpiBackend>(mpi_.data, *types_);
   // Collective: every rank gets the NCCL backend or none does.
-  nccl_ = MakeNcclBackend(mpi_, &nccl_unavailable_);
+  nccl_ = engine_->MakeDeviceBackend(&nccl_unavailable_);
   check_device_pointers_ = nccl_ != nullptr || HaveCudaDevice();
   controller_ = std::make_unique<Controller>(
-      mpi_, static_cast<std::size_t>(knobs_.cache_capacity()),
+      world_, engine_->control(),
+      static_cast<std::size_t>(knobs_.cache_capacity()),
       StallSettings{config_.settings.stall_check_seconds,
                     config_.settings.stall_shutdown_seconds});
-  executor_ = std::make_unique<Executor>(mpi_, *types_, *backend_, nccl_.get());
+  executor_ = std::make_unique<Executor>(*engine_, nccl_.get());
   for (auto& sink : services.sinks) bus_.Attach(std::move(sink));
   make_timeline_ = std::move(services.make_timeline);
   if (!config_.telemetry.timeline_path.empty() && make_timeline_) {
@@ -64,41 +61,41 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
                                  config_.telemetry.timeline_mark_cycles);
       bus_.Attach(timeline_);
     } catch (const std::exception& e) {
-      std::cerr << "[hvdtune rank " << mpi_.rank
+      std::cerr << "[hvdtune rank " << world_.rank
                 << "] WARNING: no timeline: " << e.what() << std::endl;
     }
   }
-  if (config_.autotune.enabled && mpi_.rank == 0) StartAutotuner(services);
-  RuntimeInfo info{mpi_.rank,       mpi_.size,          mpi_.local_rank,
-                   mpi_.local_size, mpi_.cross_rank,    mpi_.cross_size,
-                   knobs_,          MpiLibraryVersion()};
-  info_ = info;
+  if (config_.autotune.enabled && world_.rank == 0) StartAutotuner(services);
+  info_ = Info();
+  const RuntimeInfo& info = info_;
   bus_.Start(info);
   precise_enqueue_times_ = bus_.wants(EventKind::kTensor);
   const bool watch = config_.settings.stall_check_seconds > 0 ||
                      config_.settings.stall_shutdown_seconds > 0;
   if (watch) {
     report_backend_wait_ = std::move(services.report_backend_wait);
-    int provided = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&provided);
-    // Collective on the data communicator, so before the cycle thread
-    // uses it; the ranks agreed on the stall settings (AgreeOnConfig) and
-    // share one MPI thread level.
-    if (provided == MPI_THREAD_MULTIPLE) {
-      probe_ = std::make_unique<PeerProbe>(mpi_.data, mpi_.local);
-    }
+    // Collective, so before the cycle thread starts; the ranks agreed on
+    // the stall settings (AgreeOnConfig).
+    probe_ = engine_->MakeRankProbe();
   }
   running_ = true;
   thread_ = std::thread(&RuntimeImpl::Loop, this);
   if (watch) watchdog_ = std::thread(&RuntimeImpl::Watchdog, this);
 }
 
+RuntimeInfo RuntimeImpl::Info() const {
+  const World& w = world_;
+  RuntimeInfo info{
+      w.rank,       w.size,       w.local_rank, w.local_size,
+      w.cross_rank, w.cross_size, knobs_,       engine_->library_version()};
+  info.engine = engine_->kind();
+  return info;
+}
+
 void RuntimeImpl::StartAutotuner(const Services& services) {
   if (!services.make_autotuner) return;
   TuningContext ctx;
-  ctx.info = {mpi_.rank,       mpi_.size,          mpi_.local_rank,
-              mpi_.local_size, mpi_.cross_rank,    mpi_.cross_size,
-              knobs_,          MpiLibraryVersion()};
+  ctx.info = Info();
   ctx.knobs = config_.knobs;
   ctx.settings = config_.autotune;
   ctx.tune_num_groups = config_.tune_num_groups;
@@ -151,17 +148,14 @@ void RuntimeImpl::Shutdown() {
     static_cast<void>(probe_.release());
     executor_.reset();
     nccl_.reset();
-    backend_.reset();
-    static_cast<void>(types_.release());
+    static_cast<void>(engine_.release());
     return;
   }
   controller_.reset();
   probe_.reset();
   executor_.reset();
   nccl_.reset();
-  backend_.reset();
-  types_.reset();
-  mpi_.Free();
+  engine_.reset();
 }
 
 namespace {
@@ -297,7 +291,7 @@ std::uint64_t RuntimeImpl::knob_version() const {
 }
 
 std::uint64_t RuntimeImpl::RequestKnobUpdate(const KnobSettings& values) {
-  if (mpi_.rank != 0) {
+  if (world_.rank != 0) {
     throw std::logic_error("knob updates are requested on rank 0 only");
   }
   CheckKnobValues(values);

@@ -17,10 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/backends/mpi/mpi_backend.h"
-#include "core/backends/mpi/mpi_context.h"
-#include "core/backends/mpi/peer_probe.h"
 #include "core/controller.h"
+#include "core/engine/engine.h"
 #include "core/event_bus.h"
 #include "core/executor.h"
 #include "core/tensor_entry.h"
@@ -47,7 +45,10 @@ class RuntimeImpl final : public ExecutionListener {
   bool running() const { return running_.load(); }
   /// Shutdown() was called on this rank.
   bool shut_down() const { return shut_down_locally_.load(); }
-  const MpiContext& mpi() const { return mpi_; }
+  /// Kept after Shutdown() (which frees the engine): rank() etc. still
+  /// answer.
+  const World& world() const { return world_; }
+  EngineKind engine() const { return engine_kind_; }
   /// The NCCL backend, or null (then nccl_unavailable() says why).
   Backend* nccl() const { return nccl_.get(); }
   const Status& nccl_unavailable() const { return nccl_unavailable_; }
@@ -76,6 +77,8 @@ class RuntimeImpl final : public ExecutionListener {
   /// Serialises `values` as the next versioned update (caller holds mu_).
   std::uint64_t QueueKnobUpdateLocked(const KnobSettings& values);
   void StartAutotuner(const Services& services);
+  /// What sinks and the tuner learn of this runtime at start.
+  RuntimeInfo Info() const;
 
   // cycle_loop.cc
   void Loop();
@@ -95,9 +98,12 @@ class RuntimeImpl final : public ExecutionListener {
   TensorEntry* StandIn(const Response& r, std::size_t i);
 
   RuntimeConfig config_;
-  MpiContext mpi_;
-  std::unique_ptr<MpiTypes> types_;
-  std::unique_ptr<MpiBackend> backend_;
+  /// The controller's and the collectives' transport (MPI or Gloo).
+  std::unique_ptr<Engine> engine_;
+  /// engine_->world() once the nodes are split, for the many places that
+  /// ask (and for after Shutdown()).
+  World world_;
+  EngineKind engine_kind_ = EngineKind::kMpi;
   /// NCCL for device buffers; null without a CUDA build or a GPU.
   std::unique_ptr<Backend> nccl_;
   Status nccl_unavailable_;
@@ -214,9 +220,10 @@ class RuntimeImpl final : public ExecutionListener {
   std::condition_variable watchdog_cv_;
   std::string executing_first_;  // guarded by watchdog_mu_
   bool watchdog_stop_ = false;   // guarded by watchdog_mu_
-  /// Only where MPI provides MPI_THREAD_MULTIPLE (the watchdog's thread
-  /// calls MPI while the cycle thread waits inside it).
-  std::unique_ptr<PeerProbe> probe_;
+  /// The engine's probe, where it has one (MPI with MPI_THREAD_MULTIPLE:
+  /// the watchdog's thread calls MPI while the cycle thread waits inside
+  /// it).
+  std::unique_ptr<RankProbe> probe_;
   std::function<void(double, int)> report_backend_wait_;
   std::thread watchdog_;
   std::mutex shutdown_mu_;

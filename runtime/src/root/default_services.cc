@@ -82,6 +82,12 @@ std::unique_ptr<internal::RuntimeImpl> FromEnvironment(RuntimeOptions options) {
     config = ParseConfig(env);
   } catch (const ConfigError& e) {
     error = e.what();
+    // Join the engine the others join, to vote the error with them.
+    try {
+      ParseEngineSettings(env, &config);
+    } catch (const ConfigError&) {
+      // The engine's own settings are bad: this rank cannot join it.
+    }
   }
   config.tune_num_groups = options.tune_num_groups;
   config.ranks = std::move(options.ranks);

@@ -113,12 +113,13 @@ std::optional<KnobSettings> FromStored(const store::KnobValues& values,
 }
 
 store::Fingerprint JobHardwareFingerprint(int world_size, int ranks_per_node,
-                                          int nodes) {
+                                          int nodes, std::string_view library) {
   store::JobFacts job;
   job.world_size = world_size;
   job.ranks_per_node = ranks_per_node;
   job.nodes = nodes;
-  job.mpi_version = MpiLibraryVersion();
+  job.mpi_version =
+      library.empty() ? MpiLibraryVersion() : std::string(library);
   return store::HardwareFingerprint(store::ProbeHost(), job);
 }
 

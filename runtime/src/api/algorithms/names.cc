@@ -9,4 +9,8 @@ std::span<const std::string_view> AllreduceAlgorithms() {
   return internal::kAllreduceAlgorithmNames;
 }
 
+std::span<const std::uint8_t> AllreduceAlgorithmEngines() {
+  return internal::kAllreduceAlgorithmEngines;
+}
+
 }  // namespace hvdtune

@@ -46,7 +46,8 @@ class GpAutotuner final : public Autotuner {
         space_(ctx.knobs,
                KnobSpace::Scope{.multi_node = ctx.info.cross_size > 1,
                                 .app_groups = ctx.tune_num_groups,
-                                .priority_raisable = ctx.priority_raisable}) {
+                                .priority_raisable = ctx.priority_raisable,
+                                .engine = ctx.info.engine}) {
     settings_.warmup_samples = ctx.settings.warmup_samples;
     settings_.steps_per_sample = ctx.settings.steps_per_sample;
     settings_.sample_precision = ctx.settings.sample_precision;

@@ -46,10 +46,23 @@ KnobSpace::KnobSpace(const KnobConfig& knobs, const Scope& scope)
       case TuneAs::kOnOff:
         dims.push_back(tuner::Dimension::Categorical(name, 2));
         break;
-      case TuneAs::kChoice:
-        if (NumChoices(spec) < 2) continue;
-        dims.push_back(tuner::Dimension::Categorical(name, NumChoices(spec)));
-        break;
+      case TuneAs::kChoice: {
+        std::vector<int> served;
+        for (int i = 0; i < NumChoices(spec); ++i) {
+          if (spec.Serves(scope.engine, static_cast<std::size_t>(i))) {
+            served.push_back(i);
+          }
+        }
+        if (served.size() < 2) continue;
+        dims.push_back(tuner::Dimension::Categorical(
+            name, static_cast<int>(served.size())));
+        if (static_cast<int>(served.size()) == NumChoices(spec)) {
+          served.clear();  // the identity
+        }
+        served_.push_back(std::move(served));
+        ids_.push_back(spec.id);
+        continue;
+      }
       case TuneAs::kRange:
         // Small linear integer ranges (num_groups) are integer axes; byte
         // counts over decades are continuous on a log axis and rounded.
@@ -62,6 +75,7 @@ KnobSpace::KnobSpace(const KnobConfig& knobs, const Scope& scope)
                                                spec.scale == KnobScale::kLog));
         break;
     }
+    served_.emplace_back();
     ids_.push_back(spec.id);
   }
   if (!dims.empty()) {
@@ -77,16 +91,28 @@ std::vector<std::string> KnobSpace::tuned_knobs() const {
 
 tuner::Config KnobSpace::ToConfig(const KnobSettings& k) const {
   tuner::Config c;
-  for (KnobId id : ids_) {
+  for (std::size_t i = 0; i < ids_.size(); ++i) {
+    const KnobId id = ids_[i];
     const KnobSpec& spec = GetKnobSpec(id);
     const double v = k.Get(id);
     switch (spec.tune_as) {
       case TuneAs::kOnOff:
         c.push_back(v > 0 ? 1.0 : 0.0);
         break;
-      case TuneAs::kChoice:
-        c.push_back(v);
+      case TuneAs::kChoice: {
+        const std::vector<int>& served = served_[i];
+        if (served.empty()) {
+          c.push_back(v);
+          break;
+        }
+        // A choice the engine does not serve counts as its first one.
+        const auto it =
+            std::find(served.begin(), served.end(), static_cast<int>(v));
+        c.push_back(it == served.end()
+                        ? 0.0
+                        : static_cast<double>(it - served.begin()));
         break;
+      }
       default:
         c.push_back(std::clamp(v, spec.tune_min, spec.tune_max));
     }
@@ -109,6 +135,10 @@ KnobSettings KnobSpace::FromConfig(const tuner::Config& c,
       v = v >= 0.5 ? on : 0.0;
     } else if (spec.type != KnobType::kFloat) {
       v = std::round(v);
+    }
+    if (!served_[i].empty()) {
+      const auto n = static_cast<double>(served_[i].size());
+      v = served_[i][static_cast<std::size_t>(std::clamp(v, 0.0, n - 1))];
     }
     k.Set(id, std::clamp(v, spec.min_value, spec.max_value));
   }

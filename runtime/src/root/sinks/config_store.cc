@@ -53,8 +53,8 @@ std::string ConfigStoreService::fingerprint() const {
 ConfigSource::WarmStart ConfigStoreService::Lookup(
     const RuntimeInfo& info, const std::vector<StepTensor>& step) {
   WarmStart warm;
-  const store::Fingerprint hw =
-      JobHardwareFingerprint(info.size, info.local_size, info.cross_size);
+  const store::Fingerprint hw = JobHardwareFingerprint(
+      info.size, info.local_size, info.cross_size, info.mpi_version);
   const store::Fingerprint model = StepModelFingerprint(step);
   const std::string printable = store::PrintableFingerprint(hw, model);
   {

@@ -1,10 +1,14 @@
 #include "core/backends/mpi/mpi_context.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "core/reduce.h"
@@ -277,6 +281,55 @@ std::string MpiLibraryVersion() {
   // "Open MPI v4.1.4, package: ..., ident: ..." -> "Open MPI v4.1.4"
   s.resize(std::min(s.size(), s.find_first_of(",\n")));
   return s;
+}
+
+}  // namespace hvdtune
+
+namespace hvdtune {
+
+std::unique_ptr<RendezvousServer> ServeGlooBesideMpi(
+    std::map<std::string, std::string>* vars, const std::string& iface) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::unique_ptr<RendezvousServer> server;
+  // Rank 0's address and port (an empty address: it has none).
+  char address[INET_ADDRSTRLEN] = {};
+  int port = 0;
+  if (rank == 0) {
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) == 0) {
+      for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+        if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET ||
+            iface != a->ifa_name) {
+          continue;
+        }
+        const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+        inet_ntop(AF_INET, &in->sin_addr, address, sizeof address);
+        break;
+      }
+      freeifaddrs(list);
+    }
+    if (address[0] != '\0') {
+      server = std::make_unique<RendezvousServer>(address, 0);
+      port = server->port();
+    }
+  }
+  MPI_Bcast(address, sizeof address, MPI_CHAR, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (address[0] == '\0') {
+    throw std::runtime_error(
+        "ServeGlooBesideMpi: rank 0 has no IPv4 address "
+        "on interface '" +
+        iface + "'");
+  }
+  *vars = {{"HOROVOD_GLOO", "1"},
+           {"HOROVOD_RANK", std::to_string(rank)},
+           {"HOROVOD_SIZE", std::to_string(size)},
+           {"HOROVOD_GLOO_RENDEZVOUS_ADDR", address},
+           {"HOROVOD_GLOO_RENDEZVOUS_PORT", std::to_string(port)},
+           {"HOROVOD_GLOO_IFACE", iface}};
+  return server;
 }
 
 }  // namespace hvdtune

@@ -1,0 +1,137 @@
+#include "core/engine/gloo/gloo_allreduce.h"
+
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring_chunked.h>
+
+#include <climits>
+#include <cstring>
+
+#include "api/algorithms/names.h"
+#include "core/engine/gloo/gloo_reduce.h"
+
+namespace hvdtune::internal {
+namespace {
+
+class Native final : public EngineAllreduce {
+ public:
+  explicit Native(GlooBackend& world) : world_(world) {}
+  std::string_view name() const override { return "native"; }
+  Status Run(const KnobSettings&, const void* in, void* out, std::int64_t count,
+             DataType dtype, ReduceOp op) override {
+    return world_.Allreduce(in, out, count, dtype, op);
+  }
+
+ private:
+  GlooBackend& world_;
+};
+
+class Ring final : public EngineAllreduce {
+ public:
+  explicit Ring(GlooBackend& world) : world_(world) {}
+  std::string_view name() const override { return "ring"; }
+  Status Run(const KnobSettings& knobs, const void* in, void* out,
+             std::int64_t count, DataType dtype, ReduceOp op) override {
+    return world_.RingAllreduce(in, out, count, dtype, op,
+                                knobs.ring_segment_bytes());
+  }
+
+ private:
+  GlooBackend& world_;
+};
+
+// Gloo's algorithm classes (one object per call: they bind their buffers
+// when made), in place on `out`, in pieces their int counts can hold.
+template <template <typename> class Algo>
+class Classic final : public EngineAllreduce {
+ public:
+  Classic(GlooBackend& world, std::string_view name)
+      : world_(world), name_(name) {}
+  std::string_view name() const override { return name_; }
+  Status Run(const KnobSettings&, const void* in, void* out, std::int64_t count,
+             DataType dtype, ReduceOp op) override {
+    const std::size_t esize = DataTypeSize(dtype);
+    if (count <= 0) return Status::Ok();
+    if (in != out) {
+      std::memcpy(out, in, static_cast<std::size_t>(count) * esize);
+    }
+    const auto& ctx = world_.context();
+    if (ctx == nullptr || ctx->size == 1) return Status::Ok();
+    return world_.groups().Guard(name_.data(), [&] {
+      WithStorageType(esize, [&](auto t) {
+        using T = decltype(t);
+        const gloo::ReductionFunction<T>* fn =
+            GlooReductionFunction<T>(dtype, op);
+        constexpr std::int64_t kMaxPiece = INT_MAX / 2;
+        for (std::int64_t done = 0; done < count;) {
+          const std::int64_t n = std::min(count - done, kMaxPiece);
+          std::vector<T*> ptrs{static_cast<T*>(out) + done};
+          Algo<T> algorithm(ctx, ptrs, static_cast<int>(n), fn);
+          algorithm.run();
+          done += n;
+        }
+      });
+    });
+  }
+
+ private:
+  GlooBackend& world_;
+  std::string_view name_;
+};
+
+class Hierarchical final : public EngineAllreduce {
+ public:
+  Hierarchical(GlooBackend& world, GlooBackend& local, GlooBackend& cross)
+      : world_(world), local_(local), cross_(cross) {}
+  std::string_view name() const override { return "hierarchical"; }
+  Status Run(const KnobSettings& knobs, const void* in, void* out,
+             std::int64_t count, DataType dtype, ReduceOp op) override {
+    const World& w = world_.groups().world();
+    const std::int64_t segment = knobs.ring_segment_bytes();
+    // One node, or one rank per node: nothing to gain over the flat ring
+    // (a condition every rank evaluates alike: nodes may differ in size).
+    const int nodes = world_.groups().nodes();
+    if (nodes == 1 || nodes == w.size) {
+      return world_.RingAllreduce(in, out, count, dtype, op, segment);
+    }
+    Status s = local_.Reduce(in, out, count, dtype, op, 0);
+    if (s.ok() && w.local_rank == 0) {
+      s = cross_.RingAllreduce(out, out, count, dtype, op, segment);
+    }
+    // A leader that failed still leaves its node's broadcast to fail on
+    // its own (its peers' waits time out or see it gone).
+    if (!s.ok()) return s;
+    return local_.Broadcast(
+        out, count * static_cast<std::int64_t>(DataTypeSize(dtype)), 0);
+  }
+
+ private:
+  GlooBackend& world_;
+  GlooBackend& local_;
+  GlooBackend& cross_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<EngineAllreduce>> MakeGlooAllreduceAlgorithms(
+    GlooBackend& world, GlooBackend& local, GlooBackend& cross) {
+  std::vector<std::unique_ptr<EngineAllreduce>> all;
+  for (std::string_view name : kAllreduceAlgorithmNames) {
+    std::unique_ptr<EngineAllreduce> a;
+    if (name == "native") a = std::make_unique<Native>(world);
+    if (name == "ring") a = std::make_unique<Ring>(world);
+    if (name == "ring_chunked") {
+      a = std::make_unique<Classic<gloo::AllreduceRingChunked>>(world, name);
+    }
+    if (name == "halving_doubling") {
+      a = std::make_unique<Classic<gloo::AllreduceHalvingDoubling>>(world,
+                                                                    name);
+    }
+    if (name == "hierarchical") {
+      a = std::make_unique<Hierarchical>(world, local, cross);
+    }
+    all.push_back(std::move(a));
+  }
+  return all;
+}
+
+}  // namespace hvdtune::internal

@@ -1,0 +1,68 @@
+// The Gloo engine's groups: the world, local and cross gloo::Contexts, all
+// connected through the rendezvous store, in this one place (so that a
+// later change of world rebuilds them here). Every gloo call goes through
+// Guard(), which turns Gloo's exceptions into an error Status naming the
+// ranks the launcher saw die: nothing Gloo throws crosses this boundary.
+#pragma once
+
+#include <gloo/context.h>
+#include <gloo/transport/device.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/engine/engine.h"
+#include "core/engine/gloo/rendezvous_client.h"
+
+namespace hvdtune::internal {
+
+class GlooGroups {
+ public:
+  /// Connects the world of `ranks` (launched ranks, ascending; empty: all)
+  /// through the store. Throws ConfigError.
+  GlooGroups(const GlooSettings& settings, const std::vector<int>& ranks);
+  ~GlooGroups();
+
+  const World& world() const { return world_; }
+  const std::shared_ptr<gloo::Context>& all() const { return all_; }
+  /// Null where the group would be this rank alone.
+  const std::shared_ptr<gloo::Context>& local() const { return local_; }
+  const std::shared_ptr<gloo::Context>& cross() const { return cross_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  /// How many nodes the world spans (SplitNodes; 1 before).
+  int nodes() const { return nodes_; }
+
+  /// Makes the local and cross contexts (collective). node_of[r] is rank
+  /// r's node; ranks of a node in rank order, nodes numbered by their
+  /// first rank. Throws ConfigError.
+  void SplitNodes(const std::vector<int>& node_of);
+
+  /// Runs `call` (gloo calls), catching everything: an error Status saying
+  /// `what` failed, why, and which ranks the launcher saw die.
+  Status Guard(const char* what, const std::function<void()>& call) const;
+  /// "; lost: rank 2 (killed by signal 9)", or "" when none is known.
+  std::string DescribeLost() const;
+
+ private:
+  /// The one place contexts are made: `group`-scoped keys in the store.
+  std::shared_ptr<gloo::Context> Connect(const std::string& group, int rank,
+                                         int size);
+
+  GlooSettings settings_;
+  /// Launched ranks of this world (world rank -> launched rank).
+  std::vector<int> launched_;
+  /// Store keys of this world's contexts start with it.
+  std::string prefix_;
+  World world_;
+  int nodes_ = 1;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<RendezvousClient> store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> all_, local_, cross_;
+};
+
+}  // namespace hvdtune::internal
