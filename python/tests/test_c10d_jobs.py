@@ -1,0 +1,78 @@
+"""Whole torch.distributed jobs on the "hvdtune" backend, launched with
+mpirun from a plain pytest process: a rank that fails or dies mid-training
+ends the job instead of leaving the others waiting, and a job started
+under torchrun is refused with the reason."""
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+MPIRUN = [
+    os.environ.get("MPIEXEC", "mpirun"), "--allow-run-as-root",
+    "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader,tcp"
+]
+
+TRAINING = textwrap.dedent("""
+    import os
+    import torch, torch.distributed as dist, hvdtune, hvdtune.torch
+    from hvdtune.torch.distributed import mpi_init_method
+    dist.init_process_group("hvdtune", init_method=mpi_init_method(),
+                            rank=hvdtune.rank(), world_size=hvdtune.size())
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 8))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(100000):
+        if dist.get_rank() == 1 and step == 5:
+            FAIL
+        opt.zero_grad()
+        model(torch.randn(4, 64)).sum().backward()
+        opt.step()
+""")
+
+
+def run(cmd, timeout, env=None):
+    full = dict(os.environ)
+    full.update(env or {})
+    return subprocess.run(cmd, capture_output=True, text=True,
+                          timeout=timeout, env=full)
+
+
+@pytest.mark.parametrize("fail,message", [
+    ("raise ValueError('boom at step 5')", "ValueError: boom at step 5"),
+    ("os._exit(3)", ""),
+], ids=["exception", "exit"])
+def test_a_failing_rank_ends_the_ddp_job(tmp_path, fail, message):
+    path = tmp_path / "job.py"
+    path.write_text(TRAINING.replace("FAIL", fail))
+    try:
+        job = run(MPIRUN + ["-np", "2", sys.executable, str(path)],
+                  timeout=90)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail("the job hung after one rank failed: %s" % e)
+    assert job.returncode != 0
+    assert message in job.stderr, job.stderr
+
+
+def test_torchrun_is_refused_with_the_reason(tmp_path):
+    path = tmp_path / "job.py"
+    path.write_text(textwrap.dedent("""
+        import torch.distributed as dist, hvdtune.torch
+        dist.init_process_group("hvdtune")
+    """))
+    # torchrun of torch 1.13 on Python 3.11 fails parsing its default
+    # --redirects/--tee of 0 (Std.NONE is not iterated in Python 3.11):
+    # name a single stream instead.
+    with socket.socket() as s:  # a free port for torchrun's store
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    job = run([sys.executable, "-m", "torch.distributed.run",
+               "--nproc_per_node=2", "--master_port=%d" % port,
+               "--redirects", "2",
+               "--tee", "2", str(path)],
+              timeout=120)
+    assert job.returncode != 0
+    assert "torchrun needs the Gloo engine" in job.stderr + job.stdout, \
+        job.stderr
