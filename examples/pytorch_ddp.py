@@ -18,6 +18,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import hvdtune
 import hvdtune.torch  # noqa: F401  registers the "hvdtune" backend
 
 
@@ -51,6 +52,9 @@ def main():
     if rank == 0:
         print("rank 0: loss %.4f after %d steps on %d ranks; parameters "
               "agree" % (loss.item(), args.steps, dist.get_world_size()))
+        status = hvdtune.autotune_status()
+        print("autotune: phase %s, %d samples, source %s" %
+              (status["phase"], status["samples"], status["source"]))
     dist.destroy_process_group()
 
 
