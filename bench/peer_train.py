@@ -151,6 +151,8 @@ def worker(args):
         status = hvdtune.autotune_status()
         result["autotune_phase"] = status["phase"]
         result["autotune_samples"] = status["samples"]
+        if status["phase"] == "frozen":
+            result["frozen_knobs"] = status["best"]
     if args.mode == "hvdtune":
         status = hvd.autotune_status()
         result["autotune_phase"] = status["phase"]

@@ -119,3 +119,53 @@ def test_autotuned_ddp_freezes_and_the_next_run_starts_from_the_store(
     assert "exploring" in phases[0], phases[0]
     assert "source store" in job.stdout, job.stdout
     assert "exploring" not in phases[1], phases[1]
+
+
+def mpi_job(tmp_path, script, env=None, timeout=90):
+    path = tmp_path / "job.py"
+    path.write_text(textwrap.dedent(script))
+    try:
+        return run(MPIRUN + ["-np", "2", sys.executable, str(path)],
+                   timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail("the job hung: %s" % e)
+
+
+def test_ranks_other_than_mpis_are_refused(tmp_path):
+    job = mpi_job(tmp_path, """
+        import os, torch.distributed as dist, hvdtune, hvdtune.torch
+        from hvdtune.torch.distributed import mpi_init_method
+        url = mpi_init_method()
+        try:
+            dist.init_process_group("hvdtune", init_method=url,
+                                    rank=1 - hvdtune.rank(), world_size=2)
+        except RuntimeError as e:
+            print("refused:", e)
+    """)
+    assert job.returncode == 0, job.stderr
+    assert job.stdout.count("refused: hvdtune backend: torch.distributed "
+                            "says rank") == 2, job.stdout
+
+
+def test_a_stalled_collective_fails_on_the_rank_that_waits(tmp_path):
+    """Rank 1 never submits a tensor rank 0 allreduces: after
+    HOROVOD_STALL_SHUTDOWN_TIME_SECONDS rank 0's wait raises, naming the
+    tensor, the rank and the stall, as in a Horovod job."""
+    job = mpi_job(tmp_path, """
+        import time, torch, torch.distributed as dist, hvdtune, hvdtune.torch
+        from hvdtune.torch.distributed import mpi_init_method
+        dist.init_process_group("hvdtune", init_method=mpi_init_method(),
+                                rank=hvdtune.rank(), world_size=2)
+        if dist.get_rank() == 0:
+            try:
+                dist.all_reduce(torch.ones(3))
+            except RuntimeError as e:
+                print("rank 0 raised:", e)
+        else:
+            time.sleep(6)
+        hvdtune.shutdown()
+    """, env={"HOROVOD_STALL_CHECK_TIME_SECONDS": "1",
+              "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "2"})
+    assert "rank 0 raised: hvdtune: allreduce 'c10d.0.allreduce.0' " \
+        "(Float [3]) failed on rank 0" in job.stdout, job.stdout + job.stderr
+    assert "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS" in job.stdout, job.stdout
