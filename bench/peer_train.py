@@ -49,6 +49,41 @@ def common_args(p):
 # Worker: one job.
 
 
+def ddp_setup(args, model):
+    """DDP on gloo (mode "ddp") or on hvdtune's torch.distributed backend
+    (mode "ddp-hvdtune", the same DDP with backend="hvdtune")."""
+    import torch
+    import torch.distributed as dist
+    backend = "gloo"
+    if args.mode == "ddp-hvdtune":
+        import hvdtune
+        import hvdtune.torch  # noqa: F401  registers the backend
+        backend = "hvdtune"
+    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+    size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+    dist.init_process_group(backend, rank=rank, world_size=size)
+    net = torch.nn.parallel.DistributedDataParallel(
+        model, bucket_cap_mb=args.bucket_cap_mb,
+        gradient_as_bucket_view=args.gradient_as_bucket_view)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+
+    def slowest(seconds):
+        t = torch.tensor([seconds], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t)
+
+    def frozen():
+        if backend == "gloo":
+            return True
+        # Rank 0 tunes; every rank must take the same decision.
+        done = hvdtune.autotune_status()["phase"] in ("frozen", "off")
+        flag = torch.tensor([1 if done else 0], dtype=torch.int32)
+        dist.broadcast(flag, 0)
+        return bool(flag[0])
+
+    return net, opt, dist.barrier, slowest, frozen, rank, size
+
+
 def worker(args):
     import torch
     import torch.nn.functional as F
@@ -61,23 +96,8 @@ def worker(args):
     x = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
     y = torch.randint(0, args.num_classes, (args.batch_size,))
 
-    if args.mode == "ddp":
-        import torch.distributed as dist
-        rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
-        size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
-        dist.init_process_group("gloo", rank=rank, world_size=size)
-        net = torch.nn.parallel.DistributedDataParallel(
-            model, bucket_cap_mb=args.bucket_cap_mb)
-        opt = torch.optim.SGD(net.parameters(), lr=0.01)
-        barrier = dist.barrier
-
-        def slowest(seconds):
-            t = torch.tensor([seconds], dtype=torch.float64)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            return float(t)
-
-        def frozen():
-            return True
+    if args.mode in ("ddp", "ddp-hvdtune"):
+        net, opt, barrier, slowest, frozen, rank, size = ddp_setup(args, model)
     else:
         import hvdtune.torch as hvd
         hvd.init()
@@ -122,10 +142,17 @@ def worker(args):
     seconds = slowest(time.perf_counter() - start)
     result = {
         "mode": args.mode, "ranks": size, "model": args.model,
-        "bucket_cap_mb": args.bucket_cap_mb if args.mode == "ddp" else None,
+        "bucket_cap_mb": args.bucket_cap_mb if args.mode != "hvdtune" else None,
         "img_per_sec": size * args.batch_size * args.measure_steps / seconds,
         "tuning_steps": tuning_steps,
     }
+    if args.mode == "ddp-hvdtune":
+        import hvdtune
+        status = hvdtune.autotune_status()
+        result["autotune_phase"] = status["phase"]
+        result["autotune_samples"] = status["samples"]
+        if status["phase"] == "frozen":
+            result["frozen_knobs"] = status["best"]
     if args.mode == "hvdtune":
         status = hvd.autotune_status()
         result["autotune_phase"] = status["phase"]
@@ -142,6 +169,9 @@ def worker(args):
         print("PEER_RESULT " + json.dumps(result), flush=True)
     if args.mode == "hvdtune":
         hvd.shutdown()
+    elif args.mode == "ddp-hvdtune":
+        import torch.distributed as dist
+        dist.destroy_process_group()
     else:
         # torch 1.13's gloo teardown (destroy_process_group) hung now and
         # then on rank 0 with 4 ranks here; every rank is done with the
@@ -171,13 +201,25 @@ def autotune_env(samples):
     }
 
 
-def configurations(bucket_sizes, tune_samples):
+def configurations(bucket_sizes, tune_samples, ddp_hvdtune=False):
     configs = [("hvdtune default", "hvdtune", None, {}),
                ("hvdtune autotuned", "hvdtune", None,
                 autotune_env(tune_samples))]
     for mb in bucket_sizes:
         configs.append(("ddp bucket %g MB" % mb, "ddp", mb, {}))
+    if ddp_hvdtune:
+        configs += ddp_hvdtune_configurations(tune_samples)
     return configs
+
+
+def ddp_hvdtune_configurations(tune_samples):
+    """--ddp-hvdtune: DDP on the hvdtune backend (DDP's default bucket) at
+    the default knobs and autotuned, and DDP on gloo with
+    gradient_as_bucket_view."""
+    return [("ddp 25 MB gradient_as_bucket_view", "ddp-view", 25, {}),
+            ("ddp-hvdtune default", "ddp-hvdtune", 25, {}),
+            ("ddp-hvdtune autotuned", "ddp-hvdtune", 25,
+             autotune_env(tune_samples))]
 
 
 def cluster_status():
@@ -222,6 +264,9 @@ def run_one(args, ranks, mode, bucket, extra_env):
                                 "GLOO_SOCKET_IFNAME", "PYTHONPATH",
                                 "OMP_NUM_THREADS"))
         launch = [os.path.join(SOURCE, "tools", "cluster.sh"), "run"]
+    view = []
+    if mode == "ddp-view":
+        mode, view = "ddp", ["--gradient-as-bucket-view"]
     cmd = launch + [
         sys.executable, os.path.abspath(__file__), "--worker", "--mode", mode,
         "--bucket-cap-mb", str(bucket or 25), "--model", args.model,
@@ -229,7 +274,7 @@ def run_one(args, ranks, mode, bucket, extra_env):
         str(args.batch_size), "--num-classes", str(args.num_classes),
         "--warmup-steps", str(args.warmup_steps), "--measure-steps",
         str(args.measure_steps), "--tune-max-steps", str(args.tune_max_steps)
-    ]
+    ] + view
     job = subprocess.run(cmd, capture_output=True, text=True, env=env,
                          timeout=args.timeout)
     for line in job.stdout.splitlines():
@@ -243,7 +288,7 @@ def driver(args):
     ranks_list = ([cluster_status()[0]] if args.cluster else
                   [int(r) for r in args.ranks.split(",")])
     buckets = [float(b) for b in args.bucket_sizes.split(",")]
-    configs = configurations(buckets, args.tune_samples)
+    configs = configurations(buckets, args.tune_samples, args.ddp_hvdtune)
     results = {}
     for ranks in ranks_list:
         for rnd in range(args.rounds):
@@ -285,7 +330,14 @@ def main():
     common_args(p)
     p.add_argument("--worker", action="store_true",
                    help="run one job's rank (mpirun starts this)")
-    p.add_argument("--mode", choices=["hvdtune", "ddp"], default="hvdtune")
+    p.add_argument("--mode", choices=["hvdtune", "ddp", "ddp-hvdtune"],
+                   default="hvdtune")
+    p.add_argument("--gradient-as-bucket-view", action="store_true",
+                   help="DDP modes: DDP's gradient_as_bucket_view")
+    p.add_argument("--ddp-hvdtune", action="store_true",
+                   help="also DDP on hvdtune's torch.distributed backend "
+                   "(default knobs and autotuned) and DDP on gloo with "
+                   "gradient_as_bucket_view")
     p.add_argument("--bucket-cap-mb", type=float, default=25)
     p.add_argument("--ranks", default="2,4")
     p.add_argument("--tune-samples", type=int, default=8,

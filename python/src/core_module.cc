@@ -28,6 +28,7 @@
 #include "hvdtune/grouping.h"
 #include "hvdtune/mpi.h"
 #include "hvdtune/runtime.h"
+#include "runtime_ref.h"
 #include "tensors.h"
 
 namespace py = pybind11;
@@ -41,10 +42,12 @@ namespace {
 struct Pending;
 
 struct State {
-  std::unique_ptr<Runtime> runtime;
+  // Shared with the torch.distributed backend (hvdtune._c10d), which holds
+  // weak references (RuntimeRef) and so never outlives a shut-down runtime.
+  std::shared_ptr<Runtime> runtime;
   // The process sets this rank is in, by id (0 is the whole job, above):
   // one runtime each over its ranks, negotiating and fusing on its own.
-  std::map<int, std::unique_ptr<Runtime>> sets;
+  std::map<int, std::shared_ptr<Runtime>> sets;
   // Buffers of handles that Python dropped before they completed: kept
   // until the runtime is done with them.
   std::vector<std::shared_ptr<Pending>> orphans;
@@ -230,7 +233,7 @@ void Init(bool tune_num_groups) {
     // MPI init and the ranks' configuration agreement block; let other
     // Python threads run meanwhile.
     py::gil_scoped_release release;
-    s.runtime = std::make_unique<Runtime>(std::move(options));
+    s.runtime = std::make_shared<Runtime>(std::move(options));
   } catch (const ConfigError& e) {
     Raise("config", e.what());
   } catch (const std::exception& e) {
@@ -269,7 +272,7 @@ void AddProcessSet(int id, const std::vector<int>& ranks) {
   options.ranks = ranks;
   try {
     py::gil_scoped_release release;
-    s.sets[id] = std::make_unique<Runtime>(std::move(options));
+    s.sets[id] = std::make_shared<Runtime>(std::move(options));
   } catch (const ConfigError& e) {
     Raise("config", e.what());
   } catch (const std::exception& e) {
@@ -482,6 +485,20 @@ std::unique_ptr<PyHandle> JoinAsync() {
   auto pending = std::make_shared<Pending>();
   pending->handle = Rt().Join();
   return MakeHandle(std::move(pending));
+}
+
+// A weak reference to the runtime of process set `id` (0: the whole job)
+// for another extension module of this build (hvdtune._c10d): a capsule
+// named kRuntimeRefCapsule holding a std::weak_ptr<Runtime>.
+py::capsule RuntimeRef(int id) {
+  Rt(id);  // raises when there is none
+  State& s = GetState();
+  const std::shared_ptr<Runtime>& rt = id == 0 ? s.runtime : s.sets.at(id);
+  auto* ref = new std::weak_ptr<Runtime>(rt);
+  return py::capsule(ref, kRuntimeRefCapsule, [](PyObject* capsule) {
+    delete static_cast<std::weak_ptr<Runtime>*>(
+        PyCapsule_GetPointer(capsule, kRuntimeRefCapsule));
+  });
 }
 
 GatherResult GatherOutput(const PyHandle& h, std::size_t index) {
@@ -740,6 +757,8 @@ void DefineModule(py::module_& m) {
         "Whether this build has the Gloo engine (HOROVOD_GLOO=1).");
   m.def("mpi_threads_supported", &MpiThreadsSupported,
         "True when MPI was initialised with MPI_THREAD_MULTIPLE.");
+  m.def("runtime_ref", &RuntimeRef, py::arg("process_set") = 0,
+        "A weak reference to the runtime (a capsule), for hvdtune._c10d.");
   m.def("pending_orphans", [] { return GetState().orphans.size(); });
 }
 

@@ -35,6 +35,10 @@ from hvdtune.torch.process_sets import (ProcessSet, add_process_set,
                                         remove_process_set)
 from hvdtune.torch.optimizer import DistributedOptimizer
 from hvdtune.torch.sync_batch_norm import SyncBatchNorm
+from hvdtune.torch import distributed as _distributed
+
+# torch.distributed's "hvdtune" backend: dist.init_process_group("hvdtune").
+_distributed.register()
 
 InvalidArgumentError = _core.InvalidArgumentError
 
