@@ -112,6 +112,8 @@ void PrintHeldOut(const std::string& shapes) {
     }
   }
   PrintSummary("across links, both directions", hs::SummariseErrors(cross));
+  all.insert(all.end(), cross.begin(), cross.end());
+  PrintSummary("every held-out row", hs::SummariseErrors(all));
 }
 
 int RunCalibrate(bool fit, const std::string& shapes) {
