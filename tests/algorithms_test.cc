@@ -2,8 +2,8 @@
 // that the registry lists the knob's choices.
 #include <gtest/gtest.h>
 
-#include "algorithms/algorithm.h"
-#include "algorithms/ring.h"
+#include "core/algorithms/algorithm.h"
+#include "core/algorithms/ring.h"
 
 namespace hvdtune::internal {
 namespace {

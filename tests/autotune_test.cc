@@ -9,12 +9,12 @@
 #include <sstream>
 #include <thread>
 
-#include "autotune/throughput_meter.h"
 #include "hvdtune/knob_space.h"
 #include "hvdtune/services.h"
 #include "hvdtune/status.h"
-#include "sinks/autotune_log.h"
-#include "sinks/stderr_log.h"
+#include "root/autotune/throughput_meter.h"
+#include "root/sinks/autotune_log.h"
+#include "root/sinks/stderr_log.h"
 #include "test_env.h"
 
 namespace hvdtune::internal {

@@ -3,7 +3,10 @@
 (runtime/src): no build file outside runtime/ names that directory, only
 tests/ links the white-box target hvdtune::internal_headers, and no source
 outside runtime/ and tests/ includes a header that exists only in
-runtime/src. Usage: check_private_headers.py SOURCE_DIR"""
+runtime/src. Inside runtime/src, each library's folder (api/, core/, root/)
+includes private headers only of its own folder and of the libraries it
+links: api/ nothing of core/ or root/, core/ nothing of root/.
+Usage: check_private_headers.py SOURCE_DIR"""
 import os
 import re
 import sys
@@ -12,6 +15,10 @@ SOURCES = (".cc", ".h", ".c", ".cpp", ".hpp")
 BUILD_FILES = ("CMakeLists.txt",)
 SKIP_DIRS = {".git", "node_modules", "__pycache__"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]', re.M)
+# The folders of runtime/src, one per library, and the private folders each
+# may include (its own and those of the libraries it links).
+LIBRARY_FOLDERS = {"api": {"api"}, "core": {"api", "core"},
+                   "root": {"api", "core", "root"}}
 
 
 def walk(root):
@@ -35,6 +42,22 @@ def main() -> int:
         if path.endswith(".h"):
             private.add(os.path.relpath(path, private_root))
     problems = []
+    for path, rel in walk(private_root):
+        folder = rel.split(os.sep)[0]
+        if folder not in LIBRARY_FOLDERS:
+            if path.endswith(SOURCES):
+                problems.append(f"runtime/src/{rel}: not in a library's folder "
+                                f"({', '.join(sorted(LIBRARY_FOLDERS))})")
+            continue
+        if not path.endswith(SOURCES):
+            continue
+        text = open(path, encoding="utf-8", errors="replace").read()
+        for inc in INCLUDE.findall(text):
+            top = inc.split("/")[0]
+            if (inc in private and top in LIBRARY_FOLDERS and
+                    top not in LIBRARY_FOLDERS[folder]):
+                problems.append(f"runtime/src/{rel}: includes {inc}, a header "
+                                f"of a library above {folder}/")
     for path, rel in walk(root):
         top = rel.split(os.sep)[0]
         if top == "runtime" or rel == os.path.join("tests", os.path.basename(__file__)):
@@ -58,11 +81,13 @@ def main() -> int:
                     problems.append(f"{rel}: includes the runtime's private "
                                     f"header {inc} (runtime/src/{inc})")
     if problems:
-        print("private runtime headers used outside runtime/:", file=sys.stderr)
+        print("private runtime headers used outside their library:",
+              file=sys.stderr)
         for p in problems:
             print("  " + p, file=sys.stderr)
         return 1
-    print(f"no source outside runtime/ uses its {len(private)} private headers")
+    print(f"{len(private)} private runtime headers, each used only inside "
+          "its library or by the white-box tests")
     return 0
 
 

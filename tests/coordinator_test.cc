@@ -1,6 +1,6 @@
 // Rank 0's coordination decisions, without MPI: when a tensor is ready,
 // in which order, which disagreements fail it, grouped release, stalls.
-#include "coordinator.h"
+#include "core/coordinator.h"
 
 #include <gtest/gtest.h>
 

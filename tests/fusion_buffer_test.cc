@@ -1,4 +1,4 @@
-#include "fusion_buffer.h"
+#include "core/fusion_buffer.h"
 
 #include <gtest/gtest.h>
 

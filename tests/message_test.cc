@@ -1,4 +1,4 @@
-#include "message.h"
+#include "core/message.h"
 
 #include <gtest/gtest.h>
 

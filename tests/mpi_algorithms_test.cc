@@ -16,10 +16,10 @@
 #include <tuple>
 #include <vector>
 
-#include "algorithms/hierarchical.h"
-#include "algorithms/hierarchical_allgather.h"
-#include "algorithms/ring.h"
-#include "backends/mpi/mpi_backend.h"
+#include "core/algorithms/hierarchical.h"
+#include "core/algorithms/hierarchical_allgather.h"
+#include "core/algorithms/ring.h"
+#include "core/backends/mpi/mpi_backend.h"
 #include "mpi_test_util.h"
 #include "test_env.h"
 

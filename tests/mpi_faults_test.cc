@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "argument_checks.h"
+#include "core/argument_checks.h"
 #include "hvdtune/runtime.h"
 #include "test_env.h"
 

@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/thread_scheduling.h"
 #include "hvdtune/c_api.h"
 #include "mpi_test_util.h"
 #include "test_env.h"
-#include "thread_scheduling.h"
 
 namespace hvdtune {
 namespace {

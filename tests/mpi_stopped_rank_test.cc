@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/mpi/peer_probe.h"
+#include "core/backends/mpi/peer_probe.h"
 #include "hvdtune/runtime.h"
 #include "hvdtune/services.h"
 #include "test_env.h"

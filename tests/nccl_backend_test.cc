@@ -1,7 +1,7 @@
 // NCCL backend: the factory and pointer checks run everywhere; the
 // collectives run where CUDA, NCCL and one GPU per rank exist, and skip with
 // the reason (e.g. "no CUDA device: <cuda error text>") elsewhere.
-#include "backends/nccl/nccl_backend.h"
+#include "core/backends/nccl/nccl_backend.h"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -14,9 +14,9 @@
 #include <tuple>
 #include <vector>
 
-#include "backends/mpi/mpi_backend.h"
-#include "backends/mpi/mpi_context.h"
-#include "config.h"
+#include "core/backends/mpi/mpi_backend.h"
+#include "core/backends/mpi/mpi_context.h"
+#include "core/config.h"
 #include "mpi_test_util.h"
 
 #if HVDTUNE_HAVE_CUDA

@@ -1,4 +1,4 @@
-#include "response_cache.h"
+#include "core/response_cache.h"
 
 #include <gtest/gtest.h>
 

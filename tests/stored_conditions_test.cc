@@ -1,7 +1,7 @@
 // The conditions a job froze under, read back from its stored samples
-// (sinks/stored_conditions.h): the splitting rule on sample lists, and the
+// (root/sinks/stored_conditions.h): the splitting rule on sample lists, and the
 // config store's lookup on a real SQLite file handing them to the tuner.
-#include "sinks/stored_conditions.h"
+#include "root/sinks/stored_conditions.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -20,7 +20,7 @@
 #include "hvdtune/services.h"
 #include "hvdtune/store/store.h"
 #include "hvdtune/store_mapping.h"
-#include "sinks/config_store.h"
+#include "root/sinks/config_store.h"
 
 namespace hvdtune::internal {
 namespace {

@@ -1,5 +1,5 @@
 // The cycle thread's name and scheduler slice (thread_scheduling.h).
-#include "thread_scheduling.h"
+#include "core/thread_scheduling.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>

@@ -28,9 +28,9 @@ if [ "$quick" = 1 ]; then
   mkdir -p "$out"
   inc=(-I"$root/runtime/include" -I"$root/runtime/src" -I"$normal/runtime/generated"
     -I"$root/tuner/include" $(mpicxx --showme:compile))
-  for f in c_api runtime; do
+  for f in root/c_api core/runtime; do
     c++ -std=c++20 -O1 $flags -DOMPI_SKIP_MPICXX=1 "${inc[@]}" \
-      -c "$root/runtime/src/$f.cc" -o "$out/$f.o" &
+      -c "$root/runtime/src/$f.cc" -o "$out/${f#*/}.o" &
   done
   cc -std=c11 -O1 $flags -I"$root/runtime/include" -c "$root/tests/c_api_test.c" \
     -o "$out/c_api_test.o" &

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "event_bus.h"
+#include "core/event_bus.h"
 #include "hvdtune/services.h"
 
 namespace hvdtune::internal {

@@ -61,8 +61,8 @@ enum class TuneWhen {
 };
 
 /// The allreduce algorithm knob's choices, in registry order (the
-/// runtime's algorithm registry, runtime/src/algorithms/registry.cc, is the
-/// only list).
+/// runtime's algorithm registry, runtime/src/core/algorithms/registry.cc, is
+/// the only list).
 std::span<const std::string_view> AllreduceAlgorithms();
 
 /// One column of Horovod's autotune CSV log that a knob provides.
