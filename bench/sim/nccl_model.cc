@@ -38,10 +38,11 @@ int Log2Floor(int n) {
   return l;
 }
 
-// Latency of one hop inside a node and across nodes for `a`/`p`.
+// Latency of one hop inside a node for `a`/`p`. A ring that spans nodes
+// pays at least the network post overhead on every step.
 double IntraHopUs(const NcclTopology& t, NcclAlgo a, NcclProto p) {
   double us = (t.nvlink ? kNvlinkUs : kPcieUs)[Index(a)][Index(p)];
-  if (t.nodes > 1) {
+  if (a == NcclAlgo::kRing && t.nodes > 1) {
     const double overhead =
         p == NcclProto::kSimple ? 3 * kNetOverheadUs : kNetOverheadUs;
     us = std::max(us, overhead);
@@ -56,7 +57,8 @@ double InterHopUs(const NcclTopology& t, NcclAlgo a, NcclProto p) {
   return kNetUs[Index(as)][Index(p)];
 }
 
-double LatencySeconds(const NcclTopology& t, NcclAlgo a, NcclProto p) {
+double LatencySeconds(const NcclTopology& t, NcclAlgo a, NcclProto p,
+                      double bytes) {
   const int ranks = t.nodes * t.ranks_per_node;
   const double intra = IntraHopUs(t, a, p);
   const double inter = t.nodes > 1 ? InterHopUs(t, a, p) : intra;
@@ -65,10 +67,12 @@ double LatencySeconds(const NcclTopology& t, NcclAlgo a, NcclProto p) {
     // 2 (ranks - 1) steps; 2 (nodes - 1) of them cross the network.
     const int steps = 2 * (ranks - 1);
     const int net_steps = 2 * (t.nodes - 1);
-    double ring = (steps - net_steps) * intra + net_steps * inter;
-    // NCCL's "plateau" of a multi-node Simple ring (SM80 and newer).
-    if (t.nodes > 1 && p == NcclProto::kSimple) ring *= 1.4;
-    us += ring;
+    us += (steps - net_steps) * intra + net_steps * inter;
+    // NCCL's "plateau" of a multi-node Simple ring (SM80 and newer), once
+    // every rank's share is 64 bytes or more (one channel assumed).
+    if (t.nodes > 1 && p == NcclProto::kSimple && bytes / ranks >= 64) {
+      us *= 1.4;
+    }
   } else {
     // Up and down: a chain of ranks_per_node inside the node, log2(nodes)
     // levels of the binary trees across.
@@ -120,7 +124,7 @@ double NcclAllreduceSeconds(const NcclTopology& t, NcclAlgo a, NcclProto p,
   // buffer over each link, a tree the buffer up and down.
   const double alg =
       a == NcclAlgo::kRing ? bus * ranks / (2.0 * (ranks - 1)) : bus / 2;
-  return LatencySeconds(t, a, p) + bytes / alg;
+  return LatencySeconds(t, a, p, bytes) + bytes / alg;
 }
 
 NcclChoice NcclAllreduce(const NcclTopology& t, double bytes) {
