@@ -5,12 +5,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <optional>
-
-#include "hvdtune/mpi.h"
 
 namespace hvdtune::bench {
 namespace {
@@ -155,23 +152,6 @@ std::string FormatBytes(std::int64_t bytes) {
              : fmt::format("{:.2f} {}", value, kUnits[unit]);
 }
 
-MpiSession::MpiSession(int* argc, char*** argv) {
-  // The MPI settings the runtime uses when it initialises MPI itself, so
-  // that raw MPI and hvdtune rows run under the same ones.
-  hvdtune::PrepareMpiInit();
-  int provided = 0;
-  MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  if (provided < MPI_THREAD_MULTIPLE) {
-    MPI_Finalize();
-    throw std::runtime_error(
-        "the MPI library does not provide MPI_THREAD_MULTIPLE");
-  }
-}
-
-MpiSession::~MpiSession() { MPI_Finalize(); }
-
 int RunBenchMain(int argc, char** argv, std::string_view program,
                  int (*body)(MpiSession& mpi, int argc, char** argv)) {
   // MPI_Init may rewrite argc / argv; the flags are parsed from the copy.
@@ -200,12 +180,6 @@ int RunBenchMain(int argc, char** argv, std::string_view program,
   }
 }
 
-double NowSeconds() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 double MaxAcrossRanks(double local) {
   double global = 0;
   MPI_Allreduce(&local, &global, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -228,21 +202,6 @@ double TimeLoop(std::int64_t iters, const std::function<void()>& op) {
   return MaxAcrossRanks(elapsed) / static_cast<double>(iters);
 }
 
-void WaitOk(const Handle& handle, std::string_view what) {
-  const Status status = handle.Wait();
-  if (!status.ok()) {
-    throw std::runtime_error(std::string(what) + ": " + status.ToString());
-  }
-}
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  if (values.size() % 2 == 1) return values[mid];
-  return 0.5 * (values[mid - 1] + values[mid]);
-}
-
 EnvLookup EnvWithOverrides(std::map<std::string, std::string> overrides) {
   EnvLookup process = ProcessEnv();
   return [overrides = std::move(overrides),
@@ -253,12 +212,6 @@ EnvLookup EnvWithOverrides(std::map<std::string, std::string> overrides) {
     }
     return process(name);
   };
-}
-
-std::string IndexedName(std::string_view prefix, std::int64_t index) {
-  std::string name(prefix);
-  name += std::to_string(index);
-  return name;
 }
 
 namespace {

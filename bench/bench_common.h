@@ -17,14 +17,20 @@
 
 #include "hvdtune/knobs.h"
 #include "hvdtune/runtime.h"
+#include "hvdtune/workloads/gradient_set.h"
+#include "hvdtune/workloads/mpi_session.h"
+#include "hvdtune/workloads/usage_error.h"
 
 namespace hvdtune::bench {
 
-/// A bad command-line value. The message names the flag.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// The workloads library's session, clock, statistics, tensor names and
+// usage error, used unqualified across the benchmarks.
+using workloads::IndexedName;
+using workloads::Median;
+using workloads::MpiSession;
+using workloads::NowSeconds;
+using workloads::UsageError;
+using workloads::WaitOk;
 
 // Command lines are parsed by CLI11. The validators below are strict (the
 // whole value must parse, and lie in range) and return messages that name
@@ -59,23 +65,6 @@ std::vector<std::string> AllreduceAlgorithmNames();
 /// "4 KiB", "16 MiB", "1.50 GiB".
 std::string FormatBytes(std::int64_t bytes);
 
-/// MPI_Init_thread(MPI_THREAD_MULTIPLE) on construction, MPI_Finalize on
-/// destruction. Throws when the library cannot give MPI_THREAD_MULTIPLE.
-class MpiSession {
- public:
-  MpiSession(int* argc, char*** argv);
-  ~MpiSession();
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-
- private:
-  int rank_ = 0;
-  int size_ = 1;
-};
-
 /// Runs `body` with MPI set up and turns errors into exit codes: a
 /// UsageError is printed once by rank 0 and exits 2 on every rank (all ranks
 /// parse the same argv); any other exception is printed by the rank that
@@ -83,8 +72,6 @@ class MpiSession {
 int RunBenchMain(int argc, char** argv, std::string_view program,
                  int (*body)(MpiSession& mpi, int argc, char** argv));
 
-/// Wall-clock seconds (steady clock).
-double NowSeconds();
 /// Largest value of `local` over the ranks of MPI_COMM_WORLD.
 double MaxAcrossRanks(double local);
 /// Mean of `local` over the ranks of MPI_COMM_WORLD.
@@ -92,18 +79,10 @@ double MeanAcrossRanks(double local);
 /// Runs `op` `iters` times between a barrier and the clock; returns the
 /// slowest rank's seconds per call (what a synchronous job would see).
 double TimeLoop(std::int64_t iters, const std::function<void()>& op);
-/// Waits for `handle`; throws std::runtime_error naming `what` if it failed.
-void WaitOk(const Handle& handle, std::string_view what);
-/// Median; the mean of the two middle values for an even count. 0 if empty.
-double Median(std::vector<double> values);
 
 /// The process environment with some variables replaced: what the benchmark
 /// passes as RuntimeOptions::env to run one configuration.
 EnvLookup EnvWithOverrides(std::map<std::string, std::string> overrides);
-
-/// `prefix` followed by `index` ("t17"). Appends rather than using
-/// operator+, which trips GCC 12's false -Wrestrict (PR 105329) at -O2.
-std::string IndexedName(std::string_view prefix, std::int64_t index);
 
 /// A JSON object whose keys print in insertion order.
 using Json = nlohmann::ordered_json;

@@ -15,10 +15,15 @@
 #include <utility>
 #include <vector>
 
+#include "hvdtune/workloads/builtin.h"
 #include "thread_handoff.h"
-#include "workloads.h"
 
 namespace hvdtune::bench {
+using workloads::kManySmallElements;
+using workloads::LoadBuiltinWorkload;
+using workloads::ManySmallTensors;
+using workloads::TensorSpec;
+
 namespace {
 
 // Parses `args` (after the program name) with `app`; returns the

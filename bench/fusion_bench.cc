@@ -29,11 +29,21 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "gradient_set.h"
 #include "hvdtune/runtime.h"
-#include "workloads.h"
+#include "hvdtune/workloads/builtin.h"
+#include "hvdtune/workloads/gradient_set.h"
 
 namespace hvdtune::bench {
+using workloads::Collective;
+using workloads::CollectiveName;
+using workloads::DefaultShapesDir;
+using workloads::GradientSet;
+using workloads::kManySmallElements;
+using workloads::LoadBuiltinWorkload;
+using workloads::ManySmallTensors;
+using workloads::ScaleTensors;
+using workloads::TensorSpec;
+
 namespace {
 
 constexpr std::string_view kProgram = "fusion_bench";

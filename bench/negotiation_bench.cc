@@ -30,10 +30,14 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "gradient_set.h"
 #include "hvdtune/runtime.h"
+#include "hvdtune/workloads/gradient_set.h"
 
 namespace hvdtune::bench {
+using workloads::Collective;
+using workloads::GradientSet;
+using workloads::TensorSpec;
+
 namespace {
 
 constexpr std::string_view kProgram = "negotiation_bench";

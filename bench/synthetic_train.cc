@@ -29,13 +29,21 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "gradient_set.h"
 #include "hvdtune/knobs.h"
 #include "hvdtune/runtime.h"
-#include "synthetic_model.h"
-#include "workloads.h"
+#include "hvdtune/workloads/builtin.h"
+#include "hvdtune/workloads/gradient_set.h"
+#include "hvdtune/workloads/synthetic_model.h"
 
 namespace hvdtune::bench {
+using workloads::DefaultShapesDir;
+using workloads::LoadBuiltinWorkload;
+using workloads::LoadShapesFile;
+using workloads::ScaleTensors;
+using workloads::StepRunner;
+using workloads::SyntheticModel;
+using workloads::TensorSpec;
+
 namespace {
 
 constexpr std::string_view kProgram = "synthetic_train";

@@ -6,7 +6,8 @@ the options of Horovod's PyTorch synthetic benchmark. Run under mpirun:
         --model resnet18 --batch-size 8 --image-size 64
 
 Add HOROVOD_AUTOTUNE=1 (and HOROVOD_AUTOTUNE_LOG=file.csv) to tune the
-runtime's knobs while it trains.
+runtime's knobs while it trains. As Horovod's, it trains on the GPU (one per
+local rank) when torch sees one, unless --no-cuda.
 """
 
 import argparse
@@ -41,8 +42,7 @@ def parse_args(argv=None):
     p.add_argument("--use-adasum", action="store_true",
                    help="not supported by hvdtune (refused)")
     p.add_argument("--no-cuda", action="store_true",
-                   help="accepted for compatibility; hvdtune.torch trains "
-                   "on the CPU")
+                   help="train on the CPU even where torch sees a GPU")
     p.add_argument("--image-size", type=int, default=224,
                    help="height and width of the synthetic images")
     p.add_argument("--num-classes", type=int, default=1000)
@@ -66,8 +66,13 @@ def main(argv=None):
     args = parse_args(argv)
     hvd.init()
     torch.manual_seed(0)
+    cuda = not args.no_cuda and torch.cuda.is_available()
+    device = torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
+        device = torch.device("cuda", torch.cuda.current_device())
     model = getattr(torchvision.models, args.model)(
-        num_classes=args.num_classes)
+        num_classes=args.num_classes).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * hvd.size())
     compression = (hvd.Compression.fp16
                    if args.fp16_allreduce else hvd.Compression.none)
@@ -77,8 +82,10 @@ def main(argv=None):
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
-    data = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
-    target = torch.randint(0, args.num_classes, (args.batch_size,))
+    data = torch.randn(args.batch_size, 3, args.image_size,
+                       args.image_size).to(device)
+    target = torch.randint(0, args.num_classes, (args.batch_size,)).to(device)
+    unit = "GPU" if cuda else "CPU"
 
     def benchmark_step():
         optimizer.zero_grad()
@@ -93,7 +100,7 @@ def main(argv=None):
     log("Model: %s" % args.model)
     log("Batch size: %d" % args.batch_size)
     log("Image size: %d" % args.image_size)
-    log("Number of CPUs: %d" % hvd.size())
+    log("Number of %ss: %d" % (unit, hvd.size()))
     log("Running warmup...")
     timeit.timeit(benchmark_step, number=args.num_warmup_batches)
     log("Running benchmark...")
@@ -102,12 +109,12 @@ def main(argv=None):
         seconds = timeit.timeit(benchmark_step,
                                 number=args.num_batches_per_iter)
         rate = args.batch_size * args.num_batches_per_iter / seconds
-        log("Iter #%d: %.1f img/sec per CPU" % (i, rate))
+        log("Iter #%d: %.1f img/sec per %s" % (i, rate, unit))
         rates.append(rate)
     mean, conf = np.mean(rates), 1.96 * np.std(rates)
-    log("Img/sec per CPU: %.1f +-%.1f" % (mean, conf))
-    log("Total img/sec on %d CPU(s): %.1f +-%.1f" %
-        (hvd.size(), hvd.size() * mean, hvd.size() * conf))
+    log("Img/sec per %s: %.1f +-%.1f" % (unit, mean, conf))
+    log("Total img/sec on %d %s(s): %.1f +-%.1f" %
+        (hvd.size(), unit, hvd.size() * mean, hvd.size() * conf))
     # The slowest rank sets the job's pace: report the sum of the ranks'
     # own means as well.
     total = float(hvd.allreduce(torch.tensor([mean], dtype=torch.float64),
@@ -115,11 +122,13 @@ def main(argv=None):
     status = hvd.autotune_status()
     if hvd.rank() == 0 and args.json:
         print(json.dumps({
-            "model": args.model, "batch_size": args.batch_size,
+            "model": args.model, "device": str(device),
+            "batch_size": args.batch_size,
             "image_size": args.image_size, "ranks": hvd.size(),
             "img_per_sec_per_rank": mean, "img_per_sec_total": total,
             "autotune_phase": status["phase"],
-            "autotune_samples": status["samples"]}), flush=True)
+            "autotune_samples": status["samples"],
+            "autotune_best": status["best"]}), flush=True)
     hvd.shutdown()
     return 0
 

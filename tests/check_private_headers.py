@@ -46,8 +46,9 @@ def main() -> int:
         folder = rel.split(os.sep)[0]
         if folder not in LIBRARY_FOLDERS:
             if path.endswith(SOURCES):
-                problems.append(f"runtime/src/{rel}: not in a library's folder "
-                                f"({', '.join(sorted(LIBRARY_FOLDERS))})")
+                folders = ", ".join(sorted(LIBRARY_FOLDERS))
+                problems.append(f"runtime/src/{rel}: not in a library's "
+                                f"folder ({folders})")
             continue
         if not path.endswith(SOURCES):
             continue

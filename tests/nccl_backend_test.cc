@@ -17,7 +17,9 @@
 #include "core/backends/mpi/mpi_backend.h"
 #include "core/backends/mpi/mpi_context.h"
 #include "core/config.h"
+#include "hvdtune/runtime.h"
 #include "mpi_test_util.h"
+#include "test_env.h"
 
 #if HVDTUNE_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -316,6 +318,84 @@ TEST_F(NcclBackendTest, AllgathervUnequalAndEqualSizes) {
     CheckAllgatherv(*backend_, mpi_->rank, unequal, host_out);
     CheckAllgatherv(*backend_, mpi_->rank, equal, host_out);
   }
+}
+
+// Through the public API: a runtime's own NCCL backend takes device buffers
+// (told apart by their pointers), and nccl_handles() names its objects.
+TEST(NcclRuntime, DeviceBuffersRunOnTheRuntimesBackend) {
+  Runtime rt(RuntimeOptions{testing_util::MapEnv({})});
+  EXPECT_EQ(rt.has_nccl(), rt.nccl_unavailable().empty());
+  if (!rt.has_nccl()) {
+    const std::string why = rt.nccl_unavailable();
+    rt.Shutdown();
+    GTEST_SKIP() << why;
+  }
+  const NcclHandles h = rt.nccl_handles();
+  ASSERT_NE(h.world_comm, nullptr);
+  ASSERT_NE(h.stream, nullptr);
+  ASSERT_EQ(cudaSetDevice(h.device), cudaSuccess);
+  const int rank = rt.rank(), size = rt.size();
+  constexpr std::int64_t kCount = 4099;
+  std::vector<float> host(kCount);
+  for (std::int64_t i = 0; i < kCount; ++i) {
+    host[static_cast<std::size_t>(i)] = static_cast<float>(i % 13 + rank);
+  }
+  float* in = nullptr;
+  float* out = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&in), kCount * sizeof(float)),
+            cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&out), kCount * sizeof(float)),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(in, host.data(), kCount * sizeof(float),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  const std::int64_t shape[] = {kCount};
+  Status s = rt.Allreduce("nccl_runtime.sum", in, out, shape,
+                          DataType::kFloat32, ReduceOp::kSum)
+                 .Wait();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::vector<float> got(kCount);
+  ASSERT_EQ(cudaMemcpy(got.data(), out, kCount * sizeof(float),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  int wrong = 0;
+  for (std::int64_t i = 0; i < kCount; ++i) {
+    const auto want =
+        static_cast<float>(size * (i % 13) + size * (size - 1) / 2);
+    wrong += got[static_cast<std::size_t>(i)] != want ? 1 : 0;
+  }
+  EXPECT_EQ(wrong, 0);
+  // Broadcast in place from the last rank, then an allgather of device
+  // input into the handle's host output.
+  s = rt.Broadcast("nccl_runtime.bcast", in, shape, DataType::kFloat32,
+                   size - 1)
+          .Wait();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(cudaMemcpy(got.data(), in, kCount * sizeof(float),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  wrong = 0;
+  for (std::int64_t i = 0; i < kCount; ++i) {
+    wrong += got[static_cast<std::size_t>(i)] !=
+                     static_cast<float>(i % 13 + size - 1)
+                 ? 1
+                 : 0;
+  }
+  EXPECT_EQ(wrong, 0);
+  const std::int64_t row[] = {1};
+  const Handle gathered =
+      rt.Allgather("nccl_runtime.gather", in, row, DataType::kFloat32);
+  s = gathered.Wait();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(gathered.output().size(), static_cast<std::size_t>(size) * 4);
+  for (int r = 0; r < size; ++r) {
+    float v = 0;
+    std::memcpy(&v, gathered.output().data() + 4 * r, 4);
+    EXPECT_EQ(v, static_cast<float>(size - 1)) << "rank " << r;
+  }
+  cudaFree(in);
+  cudaFree(out);
+  rt.Shutdown();
 }
 
 #else  // !HVDTUNE_HAVE_CUDA

@@ -17,9 +17,9 @@
 
 #include "bench_common.h"
 #include "calibration.h"
+#include "hvdtune/workloads/builtin.h"
 #include "scale.h"
 #include "svg_plot.h"
-#include "workloads.h"
 
 namespace hs = hvdtune::sim;
 using hvdtune::KnobSettings;
@@ -483,7 +483,7 @@ int main(int argc, char** argv) {
   bool calibrate = false, fit = false, simulate = false, transfer = false;
   ScaleOptions o;
   std::string preset = "nvlink-ib", workload = "resnet50",
-              shapes = hvdtune::bench::DefaultShapesDir();
+              shapes = hvdtune::workloads::DefaultShapesDir();
   int nodes = 1, rpn = 8;
   std::vector<std::string> sets;
   app.add_flag("--calibrate", calibrate,

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "hvdtune/workloads/builtin.h"
 #include "sim_model.h"
-#include "workloads.h"
 
 namespace hvdtune::sim {
 
@@ -182,7 +182,7 @@ Workload MakeWorkload(const std::string& name, const std::string& shapes_dir) {
     w.app_groups = true;
   } else {
     const auto specs =
-        bench::LoadBuiltinWorkload("--workload", name, shapes_dir);
+        workloads::LoadBuiltinWorkload("--workload", name, shapes_dir);
     // Backward produces the gradients last layer first.
     for (auto it = specs.rbegin(); it != specs.rend(); ++it) {
       Gradient g = Float32(it->count *

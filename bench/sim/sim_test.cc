@@ -7,15 +7,15 @@
 #include <vector>
 
 #include "calibration.h"
+#include "hvdtune/workloads/builtin.h"
 #include "nccl_model.h"
 #include "scale.h"
-#include "workloads.h"
 
 namespace hvdtune::sim {
 namespace {
 
 const std::string& Shapes() {
-  static const std::string dir = bench::DefaultShapesDir();
+  static const std::string dir = workloads::DefaultShapesDir();
   return dir;
 }
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "svg.h"
+#include "hvdtune/workloads/svg.h"
 
 namespace hvdtune::sim {
 namespace {

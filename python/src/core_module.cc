@@ -1,5 +1,6 @@
 // hvdtune._core: the runtime's collectives on Python buffers (numpy arrays,
-// anything with the buffer protocol) and torch CPU tensors, without copies.
+// anything with the buffer protocol) and torch CPU and CUDA tensors, without
+// copies.
 //
 // One Runtime per process, built by the environment-driven path
 // (Runtime(RuntimeOptions{}) = ParseConfig + DefaultServices), so
@@ -643,6 +644,20 @@ void DefineModule(py::module_& m) {
     State& s = GetState();
     return s.runtime != nullptr && !s.runtime->shut_down();
   });
+  m.def(
+      "nccl_built", [] { return BuiltWithNccl(); },
+      "Whether this build has the NCCL backend.");
+  m.def(
+      "nccl_version", [] { return NcclRuntimeVersion(); },
+      "The loaded NCCL's version code (22803 for 2.28.3); 0 without.");
+  m.def(
+      "has_nccl", [](int process_set) { return Rt(process_set).has_nccl(); },
+      py::arg("process_set") = 0,
+      "Whether the runtime (of a process set) runs CUDA buffers on NCCL.");
+  m.def(
+      "nccl_unavailable",
+      [](int process_set) { return Rt(process_set).nccl_unavailable(); },
+      py::arg("process_set") = 0, "Why has_nccl() is false.");
   m.def("rank", [] { return Rt().rank(); });
   m.def("size", [] { return Rt().size(); });
   m.def("local_rank", [] { return Rt().local_rank(); });

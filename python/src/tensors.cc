@@ -79,9 +79,14 @@ TensorRef Resolve(py::handle obj, bool writable, const std::string& what) {
   ref.owner = py::reinterpret_borrow<py::object>(obj);
   if (IsTorchTensor(obj)) {
     const std::string device = py::str(obj.attr("device").attr("type"));
-    if (device != "cpu") {
+    // CUDA tensors pass their device pointer: the runtime tells device
+    // memory from host memory by the pointer and runs it on NCCL
+    // (hvdtune.torch stages them through host memory where the runtime has
+    // no NCCL backend).
+    if (device != "cpu" && device != "cuda") {
       Raise("invalid_argument", what + ": a tensor on device '" + device +
-                                    "'; hvdtune.torch takes CPU tensors");
+                                    "'; hvdtune.torch takes CPU and CUDA "
+                                    "tensors");
     }
     if (!obj.attr("is_contiguous")().cast<bool>()) {
       Raise("invalid_argument", what + ": the tensor is not contiguous");

@@ -28,10 +28,18 @@ def n_r():
 
 def test_build_introspection_matches_this_build():
     assert hvd.mpi_built() and hvd.mpi_enabled()
-    for refused in (hvd.gloo_built, hvd.gloo_enabled, hvd.nccl_built,
-                    hvd.ddl_built, hvd.ccl_built, hvd.cuda_built,
-                    hvd.rocm_built):
+    for refused in (hvd.gloo_built, hvd.gloo_enabled, hvd.ddl_built,
+                    hvd.ccl_built, hvd.rocm_built):
         assert not refused(), refused.__name__
+    # NCCL: built when CMake found CUDA and NCCL; in use only with a GPU.
+    assert hvd.cuda_built() == bool(hvd.nccl_built())
+    if hvd.cuda_built():
+        assert hvd.nccl_built() >= 20000  # a version code: 2.x.y
+        assert not hvd.has_nccl() or torch.cuda.is_available()
+    else:
+        assert hvd.nccl_built() == 0 and not hvd.has_nccl()
+        assert "without CUDA" in hvd.nccl_unavailable()
+    assert hvd.has_nccl() == (hvd.nccl_unavailable() == "")
     # The runtime asks MPI for MPI_THREAD_MULTIPLE; Open MPI grants it.
     assert hvd.mpi_threads_supported() is True
 
@@ -193,7 +201,7 @@ def test_grouped_allreduce_gradient_and_compression():
 def test_refusals_say_so_and_name_the_alternative():
     with pytest.raises(ValueError, match="Adasum.*Average"):
         hvd.allreduce(torch.ones(2), op=hvd.Adasum)
-    with pytest.raises(ValueError, match=r"CPU tensors.*\.cpu\(\)"):
+    with pytest.raises(ValueError, match="device 'meta'.*CPU and CUDA"):
         hvd.allreduce(torch.ones(2, device="meta"))
     with pytest.raises(ImportError, match="elastic.*mpirun"):
         import hvdtune.torch.elastic  # noqa: F401

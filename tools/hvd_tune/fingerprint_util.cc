@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "bench_common.h"
 #include "common.h"
 #include "hvdtune/store_mapping.h"
 #include "hvdtune/types.h"
-#include "workloads.h"
+#include "hvdtune/workloads/builtin.h"
 
 namespace hvdtune::cli {
 
@@ -15,10 +14,10 @@ store::Fingerprint ThisHardware(int world_size, int ranks_per_node, int nodes) {
   return JobHardwareFingerprint(world_size, ranks_per_node, nodes);
 }
 
-std::vector<bench::TensorSpec> LoadWorkload(const std::string& workload,
-                                            const std::string& tensors_file,
-                                            double scale) {
-  std::vector<bench::TensorSpec> tensors;
+std::vector<workloads::TensorSpec> LoadWorkload(const std::string& workload,
+                                                const std::string& tensors_file,
+                                                double scale) {
+  std::vector<workloads::TensorSpec> tensors;
   try {
     if (!tensors_file.empty()) {
       if (!workload.empty()) {
@@ -27,13 +26,13 @@ std::vector<bench::TensorSpec> LoadWorkload(const std::string& workload,
       if (!std::filesystem::is_regular_file(tensors_file)) {
         throw UsageError("--tensors: no such file '" + tensors_file + "'");
       }
-      tensors = bench::LoadShapesFile(tensors_file);
+      tensors = workloads::LoadShapesFile(tensors_file);
     } else {
-      tensors = bench::LoadBuiltinWorkload(
+      tensors = workloads::LoadBuiltinWorkload(
           "--workload", workload.empty() ? "many-small" : workload,
-          bench::DefaultShapesDir());
+          workloads::DefaultShapesDir());
     }
-  } catch (const bench::UsageError& e) {
+  } catch (const workloads::UsageError& e) {
     throw UsageError(e.what());
   } catch (const UsageError&) {
     throw;
@@ -47,12 +46,12 @@ std::vector<bench::TensorSpec> LoadWorkload(const std::string& workload,
                                           : "--tensors: '" + tensors_file +
                                                 "' lists no tensors");
   }
-  bench::ScaleTensors(tensors, scale);
+  workloads::ScaleTensors(tensors, scale);
   return tensors;
 }
 
 store::Fingerprint WorkloadModelFingerprint(
-    const std::vector<bench::TensorSpec>& tensors) {
+    const std::vector<workloads::TensorSpec>& tensors) {
   std::vector<StepTensor> step;
   step.reserve(tensors.size());
   for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "gradient_set.h"
 #include "hvdtune/store/fingerprint.h"
 #include "hvdtune/store/store.h"
+#include "hvdtune/workloads/gradient_set.h"
 
 namespace hvdtune::cli {
 
@@ -19,15 +19,15 @@ store::Fingerprint ThisHardware(int world_size, int ranks_per_node, int nodes);
 /// The tensors of a synthetic workload (`workload`) or of a tensor-list
 /// file (`tensors_file`, `name dim0 dim1 ...` per line), scaled. Throws
 /// UsageError naming --workload / --tensors.
-std::vector<bench::TensorSpec> LoadWorkload(const std::string& workload,
-                                            const std::string& tensors_file,
-                                            double scale);
+std::vector<workloads::TensorSpec> LoadWorkload(const std::string& workload,
+                                                const std::string& tensors_file,
+                                                double scale);
 
 /// The model fingerprint of a step that enqueues `tensors` last to first
 /// (as synthetic_train and the sweep do); every tensor completes in that
 /// order.
 store::Fingerprint WorkloadModelFingerprint(
-    const std::vector<bench::TensorSpec>& tensors);
+    const std::vector<workloads::TensorSpec>& tensors);
 
 /// The stored pair of a workload on this machine: the same model, this
 /// machine's hardware, and `np` ranks when given (needed when several

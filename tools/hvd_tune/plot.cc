@@ -7,7 +7,7 @@
 #include <cmath>
 #include <map>
 
-#include "svg.h"
+#include "hvdtune/workloads/svg.h"
 
 namespace hvdtune::cli {
 namespace {

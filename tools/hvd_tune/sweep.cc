@@ -1,10 +1,11 @@
 // hvd-tune sweep: offline tuning under mpirun. Every rank trains the
-// synthetic model (bench/synthetic_model.h, what synthetic_train runs);
-// rank 0 plans the configurations, puts each in force with the runtime's
-// versioned knob update, scores it as the online autotuner does (bytes
-// reduced per second, the median of a sample's steps) and writes every
-// sample and the best configuration to the store under the job's
-// fingerprint, computed from the tensors as the runtime saw them complete.
+// synthetic model (hvdtune/workloads/synthetic_model.h, what
+// synthetic_train runs); rank 0 plans the configurations, puts each in
+// force with the runtime's versioned knob update, scores it as the online
+// autotuner does (bytes reduced per second, the median of a sample's steps)
+// and writes every sample and the best configuration to the store under the
+// job's fingerprint, computed from the tensors as the runtime saw them
+// complete.
 #include <fmt/format.h>
 #include <mpi.h>
 #include <sys/resource.h>
@@ -20,16 +21,16 @@
 #include <thread>
 #include <unordered_set>
 
-#include "bench_common.h"
 #include "commands.h"
 #include "common.h"
 #include "fingerprint_util.h"
 #include "hvdtune/config.h"
 #include "hvdtune/runtime.h"
 #include "hvdtune/services.h"
+#include "hvdtune/workloads/mpi_session.h"
+#include "hvdtune/workloads/synthetic_model.h"
 #include "sweep_plan.h"
 #include "sweep_report.h"
-#include "synthetic_model.h"
 
 namespace hvdtune::cli {
 namespace {
@@ -168,7 +169,7 @@ int RunSweep(const SweepOptions& opt, int argc, char** argv) {
   if (!opt.grid.empty() && strategy != Strategy::kGrid) {
     throw UsageError("--grid: only with --strategy grid");
   }
-  std::vector<bench::TensorSpec> tensors =
+  std::vector<workloads::TensorSpec> tensors =
       LoadWorkload(opt.workload, opt.tensors, opt.scale);
   RuntimeConfig config = ParseConfig(ProcessEnv());
   if (config.autotune.enabled && LauncherRank() == 0) {
@@ -188,7 +189,7 @@ int RunSweep(const SweepOptions& opt, int argc, char** argv) {
 
   int mpi_argc = argc;
   char** mpi_argv = argv;
-  bench::MpiSession mpi(&mpi_argc, &mpi_argv);
+  workloads::MpiSession mpi(&mpi_argc, &mpi_argv);
   const int rank = mpi.rank();
 
   auto shapes = std::make_shared<StepShapes>(tensors.size());
@@ -222,19 +223,19 @@ int RunSweep(const SweepOptions& opt, int argc, char** argv) {
   }
   AgreeOk(rank, error, usage);
 
-  bench::SyntheticModel model(tensors, "grad", opt.flops_per_param, rank,
-                              mpi.size());
-  bench::StepRunner runner(rt, model);
+  workloads::SyntheticModel model(tensors, "grad", opt.flops_per_param, rank,
+                                  mpi.size());
+  workloads::StepRunner runner(rt, model);
   std::int64_t step = 0;
   // One step; rank 0's wall time from its start (after the agreement) to
   // the step mark.
   auto run_step = [&] {
-    const double t0 = bench::NowSeconds();
+    const double t0 = workloads::NowSeconds();
     runner.Run(step, 0);
     model.Verify(static_cast<std::size_t>(step) % model.layers(), step);
     rt.MarkStep();
     ++step;
-    return bench::NowSeconds() - t0;
+    return workloads::NowSeconds() - t0;
   };
 
   // The first step (initial knobs) shows the model as the runtime sees it.
@@ -294,7 +295,7 @@ int RunSweep(const SweepOptions& opt, int argc, char** argv) {
         AgreeContinue(true);
         rates.push_back(bytes / run_step());
       }
-      const double score = bench::Median(rates);
+      const double score = workloads::Median(rates);
       best = std::max(best, score);
       ++visits;
       if (db) db->Add({visits, phase, ToStored(knobs), score, WallClock()});

@@ -48,11 +48,6 @@ bool Measured(const BayesianOptimizer& optimizer, std::size_t own_begin,
   return TimesMeasured(optimizer, own_begin, config) > 0;
 }
 
-Config FreezeCandidate(const BayesianOptimizer& optimizer,
-                       std::size_t own_begin, double confidence) {
-  return FreezeContendersOf(optimizer, own_begin, confidence).candidate;
-}
-
 FreezeContenders FreezeContendersOf(const BayesianOptimizer& optimizer,
                                     std::size_t own_begin, double confidence) {
   const std::vector<Observation>& obs = optimizer.observations();

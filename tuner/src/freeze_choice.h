@@ -7,23 +7,18 @@
 
 namespace hvdtune::tuner::internal {
 
-/// What the round would freeze on given the model: of the observations from
-/// `own_begin` on (this run's; earlier ones are priors), the one with the
-/// highest posterior mean, with every knob whose value differs from the
-/// round's first configuration, observations()[own_begin] (the one in force
-/// when the round began), set back to that value, in the space's order,
-/// unless the model puts the change more than `confidence` posterior
-/// standard deviations of f(changed) - f(reverted) ahead (their covariance
-/// counted: the two share most of their data). May be a configuration not
-/// measured as such. Needs a fitted model (else: the highest observed score).
-Config FreezeCandidate(const BayesianOptimizer& optimizer,
-                       std::size_t own_begin, double confidence);
-
-/// The two configurations a round's freeze decides between: `leader`, the
-/// observation (from `own_begin` on) with the highest posterior mean, and
-/// `candidate`, FreezeCandidate(): the leader with the knobs the model is
-/// not sure of set back. Equal where every change is sure (or there is no
-/// model).
+/// The two configurations a round's freeze decides between, of the
+/// observations from `own_begin` on (this run's; earlier ones are priors):
+/// `leader`, the one with the highest posterior mean, and `candidate`, what
+/// the round would freeze on given the model: the leader with every knob
+/// whose value differs from the round's first configuration,
+/// observations()[own_begin] (the one in force when the round began), set
+/// back to that value, in the space's order, unless the model puts the
+/// change more than `confidence` posterior standard deviations of
+/// f(changed) - f(reverted) ahead (their covariance counted: the two share
+/// most of their data). The candidate may be a configuration not measured
+/// as such. Equal where every change is sure; without a fitted model both
+/// are the observation with the highest observed score.
 struct FreezeContenders {
   Config leader;
   Config candidate;
@@ -36,11 +31,11 @@ int TimesMeasured(const BayesianOptimizer& optimizer, std::size_t own_begin,
                   const Config& config);
 
 /// What the round freezes on: always one of this run's observations (with
-/// its observed score). FreezeCandidate() if it was measured, else the
-/// measured configuration nearest to it (unit-space distance, categorical
-/// mismatches counting 1), the highest posterior mean among equals, of
-/// those the model does not put more than `confidence` standard deviations
-/// of the difference behind the leader (FreezeContenders).
+/// its observed score). The FreezeContenders candidate if it was measured,
+/// else the measured configuration nearest to it (unit-space distance,
+/// categorical mismatches counting 1), the highest posterior mean among
+/// equals, of those the model does not put more than `confidence` standard
+/// deviations of the difference behind the leader.
 Observation ChooseFrozen(const BayesianOptimizer& optimizer,
                          std::size_t own_begin, double confidence);
 

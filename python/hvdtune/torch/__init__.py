@@ -1,9 +1,11 @@
 """hvdtune for PyTorch, with Horovod's interface: a Horovod script runs with
 `import hvdtune.torch as hvd` in place of `import horovod.torch as hvd`.
 
-CPU tensors; every collective spans all ranks. Refused with an error that
-says so and names the alternative: Adasum, process sets of fewer than all
-ranks, GPU tensors, elastic training.
+CPU and CUDA tensors (CUDA on the runtime's NCCL backend, or staged through
+host memory where it has none; docs/python.md). A collective spans all
+ranks, or the ranks of a process set added with add_process_set (each such
+set has a runtime of its own). Refused with an error that says so and names
+the alternative: Adasum, elastic training.
 """
 
 import hvdtune
@@ -39,7 +41,9 @@ def init(comm=None, process_sets=None, tune_num_groups=False):
     """Starts the runtime on this rank (every rank calls it). Horovod's
     arguments are accepted where they describe what hvdtune does: `comm`
     None, or the ranks (or a communicator) of the whole job; `process_sets`
-    None, "dynamic", or sets that each hold every rank."""
+    None, "dynamic" (accepted; sets can always be added and removed after
+    init), or sets (ProcessSets or lists of ranks) to add as
+    add_process_set does."""
     hvdtune.init(tune_num_groups)
     n = hvdtune.size()
     if comm is not None:
@@ -84,9 +88,10 @@ def gloo_enabled():
 
 
 def nccl_built():
-    """0: hvdtune.torch hands no GPU tensors to the runtime (its NCCL
-    backend is reachable from C++ only)."""
-    return 0
+    """The loaded NCCL's version code (e.g. 22803 for 2.28.3, true) when
+    hvdtune was built with its NCCL backend, else 0. Whether a job's CUDA
+    tensors actually run on NCCL is has_nccl()."""
+    return _core.nccl_version() if _core.nccl_built() else 0
 
 
 def ddl_built():
@@ -98,8 +103,26 @@ def ccl_built():
 
 
 def cuda_built():
-    """False: hvdtune.torch takes CPU tensors only."""
-    return False
+    """True when hvdtune was built with CUDA (and so its NCCL backend).
+    CUDA tensors are accepted either way: without it (or without a GPU per
+    rank) they are staged through host memory."""
+    return bool(_core.nccl_built())
+
+
+def has_nccl(process_set=None):
+    """True when this job's runtime (of `process_set`, the whole job by
+    default) runs CUDA tensors on NCCL; False when they are staged through
+    host memory (nccl_unavailable() says why)."""
+    return _core.has_nccl(_set_id(process_set))
+
+
+def nccl_unavailable(process_set=None):
+    """Why has_nccl() is False ("" when it is True)."""
+    return _core.nccl_unavailable(_set_id(process_set))
+
+
+def _set_id(process_set):
+    return 0 if process_set is None else process_set.process_set_id
 
 
 def rocm_built():

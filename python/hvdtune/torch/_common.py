@@ -60,16 +60,90 @@ def _check_tensor(tensor, what):
         raise _error("invalid_argument",
                      "%s: expected a torch tensor, got %s" %
                      (what, type(tensor).__name__))
-    if tensor.device.type != "cpu":
+    if tensor.device.type not in ("cpu", "cuda"):
         raise _error(
             "invalid_argument", "%s: a tensor on device '%s'; hvdtune.torch "
-            "takes CPU tensors (move it with .cpu(); the runtime's NCCL "
-            "backend is reachable from C++ only)" % (what, tensor.device.type))
+            "takes CPU and CUDA tensors" % (what, tensor.device.type))
     if tensor.is_sparse:
         raise _error(
             "invalid_argument", "%s: a sparse tensor; use "
             "sparse_allreduce_async, or .to_dense()" % what)
     return tensor
+
+
+# -- CUDA tensors ----------------------------------------------------------
+#
+# A CUDA tensor goes to the runtime as its device pointer when the runtime
+# has its NCCL backend and NCCL has the collective (allreduce, broadcast,
+# allgather) and the dtype (not int16): route "nccl". Otherwise it is staged:
+# copied to host memory, reduced there by the MPI engine and copied back
+# (route "staged"). CPU tensors are route "host".
+
+# Tests set this to "staged" or "nccl" so that CPU tensors take the route a
+# CUDA tensor takes without or with the NCCL backend (a host copy in and the
+# result copied back; or their own memory, with the results the runtime
+# owns moved to the input's device), which exercises both without a GPU.
+_force_route = None
+
+
+def _route(tensor, ps, nccl_ok=True):
+    """"host", "nccl" or "staged" for `tensor` in process set `ps`;
+    `nccl_ok` is False for collectives the NCCL backend does not run."""
+    if tensor.device.type == "cpu":
+        if _force_route is None:
+            return "host"
+        nccl = _force_route == "nccl"
+    else:
+        nccl = _core.has_nccl(ps.process_set_id)
+    if nccl and nccl_ok and tensor.dtype != torch.int16:
+        return "nccl"
+    return "staged"
+
+
+def _group_route(tensors, ps, nccl_ok=True):
+    """One route for a group: staged for all if any member must be."""
+    routes = [_route(t, ps, nccl_ok) for t in tensors]
+    return "staged" if "staged" in routes else routes[0] if routes else "host"
+
+
+def _stage_in(tensor, route):
+    """The tensor the runtime reads: `tensor`, or a contiguous host copy of
+    it when staged."""
+    if route != "staged":
+        return tensor
+    return tensor.detach().to("cpu", copy=True).contiguous()
+
+
+def _ready(tensors, route):
+    """Orders the NCCL collective after the work torch queued on its current
+    stream: an event recorded there, waited for before the runtime gets the
+    pointer. Only that stream's work so far is waited for (no device-wide
+    synchronisation); the runtime's NCCL stream is synchronised before the
+    handle completes, so the result is ready for every stream."""
+    if route != "nccl":
+        return
+    for device in {t.device for t in tensors if t.device.type == "cuda"}:
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(device))
+        event.synchronize()
+
+
+def _to_devices(handle, tensors, route):
+    """Results of a staged collective (or a runtime-owned output) go back
+    to the device of each input."""
+    if route != "host":
+        handle._devices = [t.device for t in tensors]
+    return handle
+
+
+def _moved(handle, out):
+    """`out` (a tensor or list) on the devices the handle asks for."""
+    devices = getattr(handle, "_devices", None)
+    if devices is None:
+        return out
+    if isinstance(out, list):
+        return [o.to(d) for o, d in zip(out, devices)]
+    return out.to(devices[0])
 
 
 def _scaled(tensor, factor):
@@ -191,22 +265,28 @@ def synchronize(handle):
         post = getattr(handle, "_postscale", 1.0)
         for t in (out if isinstance(out, list) else [out]):
             _scale_(t, post)
+        out = _moved(handle, out)
         if getattr(handle, "_alltoall", False):
             return out, torch.tensor(handle.received_splits,
                                      dtype=torch.int32)
         return out
     result, post, back = handle._result, handle._postscale, handle._copy_back
     if isinstance(result, list):
-        for i, r in enumerate(result):
+        result = list(result)
+        for r in result:
             _scale_(r, post)
+        moved = _moved(handle, result)
+        for i, r in enumerate(result):
             if back[i] is not None:
                 back[i].copy_(r)
                 result[i] = back[i]
+            else:
+                result[i] = moved[i]
         return result
     _scale_(result, post)
     if back is not None:
         back.copy_(result)
         return back
-    return result
+    return _moved(handle, result)
 
 

@@ -1,12 +1,16 @@
-"""Allreduce of torch CPU tensors, one or a group at a time, in place or
-into new tensors, with gradients (autograd) as Horovod's."""
+"""Allreduce of torch CPU and CUDA tensors, one or a group at a time, in
+place or into new tensors, with gradients (autograd) as Horovod's. CUDA
+tensors run on the runtime's NCCL backend, or are staged through host memory
+where it has none (_common.py)."""
 
 import torch
 
 from hvdtune import _core
 from hvdtune.torch._common import (Average, Sum, _check_tensor, _finish,
-                                   _inplace_buffer, _name, _resolve_op,
-                                   _scale_, _scaled, synchronize)
+                                   _group_route, _inplace_buffer, _name,
+                                   _ready, _resolve_op, _route, _scale_,
+                                   _scaled, _stage_in, _to_devices,
+                                   synchronize)
 from hvdtune.torch.process_sets import _check_process_set, global_process_set
 
 # -- allreduce -------------------------------------------------------------
@@ -19,12 +23,15 @@ def allreduce_async(tensor, average=None, name=None, op=None,
     returns it."""
     op = _resolve_op(op, average)
     ps = _check_process_set(process_set, "allreduce")
-    src = _scaled(_check_tensor(tensor, "allreduce").detach(),
+    tensor = _check_tensor(tensor, "allreduce")
+    route = _route(tensor, ps)
+    src = _scaled(_stage_in(tensor.detach(), route),
                   prescale_factor).contiguous()
     out = torch.empty_like(src, memory_format=torch.contiguous_format)
+    _ready([src], route)
     h = _core.allreduce_async(_name("allreduce", name, ps), src, out, op,
                               ps.process_set_id)
-    return _finish(h, out, postscale_factor)
+    return _to_devices(_finish(h, out, postscale_factor), [tensor], route)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None,
@@ -33,11 +40,22 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
     """Starts an in-place allreduce of `tensor`."""
     op = _resolve_op(op, average)
     ps = _check_process_set(process_set, "allreduce")
-    buf, copy_back = _inplace_buffer(_check_tensor(tensor, "allreduce"))
+    buf, copy_back, route = _inplace(_check_tensor(tensor, "allreduce"), ps)
     _scale_(buf, prescale_factor)
+    _ready([buf], route)
     h = _core.allreduce_async(_name("allreduce", name, ps), buf, buf, op,
                               ps.process_set_id)
     return _finish(h, buf, postscale_factor, copy_back)
+
+
+def _inplace(tensor, ps, route=None):
+    """The buffer an in-place collective works on, the tensor to copy the
+    result back into (None when it is the buffer) and the route."""
+    route = route or _route(tensor, ps)
+    if route == "staged":
+        return _stage_in(tensor, route), tensor, route
+    buf, copy_back = _inplace_buffer(tensor)
+    return buf, copy_back, route
 
 
 class _Allreduce(torch.autograd.Function):
@@ -102,20 +120,27 @@ def _grouped(tensors, average, name, op, prescale_factor, postscale_factor,
     inputs, outputs, copy_backs = [], [], []
     for t in tensors:
         _check_tensor(t, "grouped_allreduce")
+    route = _group_route(tensors, ps)
+    for t in tensors:
+        # CUDA members share the group's route; CPU members keep their own.
+        r = route if t.is_cuda else _route(t, ps)
         if inplace:
-            buf, back = _inplace_buffer(t)
+            buf, back, _ = _inplace(t, ps, r)
             _scale_(buf, prescale_factor)
             inputs.append(buf)
             outputs.append(buf)
             copy_backs.append(back)
         else:
-            src = _scaled(t.detach(), prescale_factor).contiguous()
+            src = _scaled(_stage_in(t.detach(), r),
+                          prescale_factor).contiguous()
             inputs.append(src)
             outputs.append(torch.empty_like(src))
             copy_backs.append(None)
+    _ready(inputs, route)
     h = _core.grouped_allreduce_async(group, names, inputs, outputs, op,
                                       ps.process_set_id)
-    return _finish(h, outputs, postscale_factor, copy_backs)
+    h = _finish(h, outputs, postscale_factor, copy_backs)
+    return h if inplace else _to_devices(h, tensors, route)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None,

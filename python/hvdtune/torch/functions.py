@@ -1,8 +1,12 @@
-"""Collectives on torch CPU tensors, with Horovod's names and arguments.
+"""Collectives on torch CPU and CUDA tensors, with Horovod's names and
+arguments.
 
 A contiguous tensor goes to the runtime as its own memory (data_ptr): an
 in-place call (`allreduce_`, `broadcast_`) reduces into the tensor itself and
-the out-of-place one into a new tensor, with no staging copy. Unnamed
+the out-of-place one into a new tensor, with no staging copy. A CUDA tensor
+does so on the runtime's NCCL backend (allreduce, broadcast, allgather);
+reducescatter and alltoall, and every collective where the runtime has no
+NCCL backend, copy it to host memory and the result back (_common.py). Unnamed
 collectives are numbered per kind, so every rank must issue them in the same
 order.
 
@@ -21,10 +25,12 @@ import torch
 import hvdtune
 from hvdtune import _core
 from hvdtune.torch._common import (Average, Sum, _error, _SparseHandle,
-                                   _check_tensor, _finish, _inplace_buffer,
-                                   _name, _resolve_op, _runtime_outputs,
-                                   _scaled, synchronize)
-from hvdtune.torch.allreduce import allreduce_async, grouped_allreduce_async
+                                   _check_tensor, _finish, _group_route,
+                                   _name, _ready, _resolve_op, _route,
+                                   _runtime_outputs, _scaled, _stage_in,
+                                   _to_devices, synchronize)
+from hvdtune.torch.allreduce import (_inplace, allreduce_async,
+                                     grouped_allreduce_async)
 from hvdtune.torch.process_sets import _check_process_set, global_process_set
 
 # -- broadcast -------------------------------------------------------------
@@ -44,7 +50,8 @@ def broadcast_async_(tensor, root_rank, name=None,
     """Starts an in-place broadcast of `tensor` from `root_rank` (a rank of
     the job)."""
     ps = _check_process_set(process_set, "broadcast")
-    buf, copy_back = _inplace_buffer(_check_tensor(tensor, "broadcast"))
+    buf, copy_back, route = _inplace(_check_tensor(tensor, "broadcast"), ps)
+    _ready([buf], route)
     h = _core.broadcast_async(_name("broadcast", name, ps), buf,
                               _root(root_rank, ps), ps.process_set_id)
     return _finish(h, buf, 1.0, copy_back)
@@ -54,11 +61,15 @@ def broadcast_async(tensor, root_rank, name=None,
                     process_set=global_process_set):
     """Starts a broadcast of `tensor` from `root_rank` into a new tensor."""
     ps = _check_process_set(process_set, "broadcast")
-    buf = _check_tensor(tensor, "broadcast").detach().clone(
-        memory_format=torch.contiguous_format)
+    tensor = _check_tensor(tensor, "broadcast")
+    route = _route(tensor, ps)
+    buf = _stage_in(tensor.detach(), route)  # a copy when staged
+    if route != "staged":
+        buf = buf.clone(memory_format=torch.contiguous_format)
+    _ready([buf], route)
     h = _core.broadcast_async(_name("broadcast", name, ps), buf,
                               _root(root_rank, ps), ps.process_set_id)
-    return _finish(h, buf)
+    return _to_devices(_finish(h, buf), [tensor], route)
 
 
 class _Broadcast(torch.autograd.Function):
@@ -99,10 +110,15 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts concatenating every rank's `tensor` along dimension 0 (whose
     size may differ between ranks)."""
     ps = _check_process_set(process_set, "allgather")
-    src = _check_tensor(tensor, "allgather").detach().contiguous()
+    tensor = _check_tensor(tensor, "allgather")
+    route = _route(tensor, ps)
+    src = _stage_in(tensor.detach(), route).contiguous()
+    _ready([src], route)
     h = _core.allgather_async(_name("allgather", name, ps), src,
                               ps.process_set_id)
-    return _runtime_outputs(h, [src.dtype], single=True)
+    # The result is the runtime's host buffer, moved to the input's device.
+    return _to_devices(_runtime_outputs(h, [src.dtype], single=True),
+                       [tensor], route)
 
 
 def _first_dims(dim0, ps):
@@ -146,13 +162,18 @@ def grouped_allgather_async(tensors, name=None,
     together); synchronize(handle) returns the list of results."""
     ps = _check_process_set(process_set, "grouped_allgather")
     group = _name("grouped_allgather", name, ps)
+    tensors = [_check_tensor(t, "grouped_allgather") for t in tensors]
+    route = _group_route(tensors, ps)
     srcs = [
-        _check_tensor(t, "grouped_allgather").detach().contiguous()
-        for t in tensors
+        _stage_in(t.detach(), route if t.is_cuda else _route(t, ps))
+        .contiguous() for t in tensors
     ]
     names = ["%s.%d" % (group, i) for i in range(len(srcs))]
+    _ready(srcs, route)
     h = _core.grouped_allgather_async(group, names, srcs, ps.process_set_id)
-    return _runtime_outputs(h, [t.dtype for t in srcs], single=False)
+    return _to_devices(
+        _runtime_outputs(h, [t.dtype for t in srcs], single=False), tensors,
+        route)
 
 
 class _GroupedAllgather(torch.autograd.Function):
@@ -201,12 +222,16 @@ def reducescatter_async(tensor, name=None, op=Average,
     dim0 % size ranks (Horovod's split)."""
     op = _resolve_op(op, None, "reducescatter")
     ps = _check_process_set(process_set, "reducescatter")
-    src = _scaled(_check_tensor(tensor, "reducescatter").detach(),
+    tensor = _check_tensor(tensor, "reducescatter")
+    # The NCCL backend has no reducescatter: CUDA tensors are staged.
+    route = _route(tensor, ps, nccl_ok=False)
+    src = _scaled(_stage_in(tensor.detach(), route),
                   prescale_factor).contiguous()
     h = _core.reducescatter_async(_name("reducescatter", name, ps), src, op,
                                   ps.process_set_id)
     h._postscale = postscale_factor
-    return _runtime_outputs(h, [src.dtype], single=True)
+    return _to_devices(_runtime_outputs(h, [src.dtype], single=True),
+                       [tensor], route)
 
 
 def _reducescatter_grads(grads, op, prescale_factor, postscale_factor, ps):
@@ -262,15 +287,19 @@ def grouped_reducescatter_async(tensors, name=None, op=Average,
     op = _resolve_op(op, None, "grouped_reducescatter")
     ps = _check_process_set(process_set, "grouped_reducescatter")
     group = _name("grouped_reducescatter", name, ps)
+    tensors = [_check_tensor(t, "grouped_reducescatter") for t in tensors]
+    route = _group_route(tensors, ps, nccl_ok=False)
     srcs = [
-        _scaled(_check_tensor(t, "grouped_reducescatter").detach(),
+        _scaled(_stage_in(t.detach(), _route(t, ps, nccl_ok=False)),
                 prescale_factor).contiguous() for t in tensors
     ]
     names = ["%s.%d" % (group, i) for i in range(len(srcs))]
     h = _core.grouped_reducescatter_async(group, names, srcs, op,
                                           ps.process_set_id)
     h._postscale = postscale_factor
-    return _runtime_outputs(h, [t.dtype for t in srcs], single=False)
+    return _to_devices(
+        _runtime_outputs(h, [t.dtype for t in srcs], single=False), tensors,
+        route)
 
 
 class _GroupedReducescatter(torch.autograd.Function):
@@ -356,12 +385,16 @@ def alltoall_async(tensor, splits=None, name=None,
     equal share to each when `splits` is None; synchronize(handle) returns
     (rows received in rank order, rows received from each rank)."""
     ps = _check_process_set(process_set, "alltoall")
-    src = _check_tensor(tensor, "alltoall").detach().contiguous()
+    tensor = _check_tensor(tensor, "alltoall")
+    # The NCCL backend has no alltoall: CUDA tensors are staged.
+    route = _route(tensor, ps, nccl_ok=False)
+    src = _stage_in(tensor.detach(), route).contiguous()
     sizes = _alltoall_splits(src, splits, ps)
     h = _core.alltoall_async(_name("alltoall", name, ps), src, sizes,
                              ps.process_set_id)
     h._alltoall = True
-    return _runtime_outputs(h, [src.dtype], single=True)
+    return _to_devices(_runtime_outputs(h, [src.dtype], single=True),
+                       [tensor], route)
 
 
 class _Alltoall(torch.autograd.Function):
@@ -410,7 +443,7 @@ def join(device=-1):
     the others' allreduces with neutral values (a broadcast, allgather,
     reducescatter or alltoall meanwhile fails). Returns the rank that joined
     last, the same on every rank. `device` is accepted for Horovod's
-    signature (CPU only)."""
+    signature (the runtime picks its own device)."""
     h = _core.join_async()
     h.wait()
     _align_auto_names()
@@ -465,8 +498,6 @@ def sparse_allreduce_async(tensor, name=None, op=Average,
     if not torch.is_tensor(tensor) or not tensor.is_sparse:
         raise _error("invalid_argument",
                      "sparse_allreduce_async: expected a sparse COO tensor")
-    if tensor.device.type != "cpu":
-        _check_tensor(tensor.to_dense(), "sparse_allreduce_async")
     name = _name("sparse_allreduce", name, ps)
     indices = tensor._indices().t().contiguous()  # (nnz, sparse_dim)
     values = tensor._values().contiguous()  # (nnz, *dense_dims)

@@ -21,7 +21,8 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         xd = x.detach().double()
         local = torch.cat([
             xd.sum(dims), (xd * xd).sum(dims),
-            torch.tensor([x.numel() // channels], dtype=torch.float64)
+            torch.tensor([x.numel() // channels], dtype=torch.float64,
+                         device=x.device)
         ])
         total = allreduce(local, op=Sum, name=name)
         count = total[-1].item()

@@ -122,6 +122,25 @@ struct RuntimeStats {
   double autotune_seconds = 0;
 };
 
+/// Whether this build has the NCCL backend (the CUDA toolkit and NCCL were
+/// found at configure time). A build without it treats every buffer as host
+/// memory.
+bool BuiltWithNccl();
+
+/// NCCL's version code (e.g. 22803 for 2.28.3) of the library loaded at run
+/// time; 0 in a build without the NCCL backend.
+int NcclRuntimeVersion();
+
+/// The NCCL objects of a runtime's device backend (void* so that this header
+/// needs no CUDA): the communicator over all ranks (ncclComm_t), the stream
+/// its collectives run on (cudaStream_t) and the CUDA device. All null / -1
+/// when the runtime has no NCCL backend.
+struct NcclHandles {
+  void* world_comm = nullptr;
+  void* stream = nullptr;
+  int device = -1;
+};
+
 /// Owns all state of one initialisation: MPI communicators, the background
 /// thread, queues, the response cache and the fusion buffer.
 ///
@@ -163,6 +182,18 @@ class Runtime {
   int local_size() const;
   int cross_rank() const;
   int cross_size() const;
+
+  /// True when this runtime has its NCCL backend, so CUDA device buffers
+  /// (told apart by their pointers) run on NCCL: a build with NCCL, a GPU
+  /// per rank of the node (or several ranks per GPU where NCCL >= 2.30 and
+  /// NCCL_MULTI_RANK_GPU_ENABLE=1), every rank agreeing.
+  bool has_nccl() const;
+  /// Why has_nccl() is false (empty when it is true).
+  std::string nccl_unavailable() const;
+  /// The NCCL backend's communicator and stream, for a program that compares
+  /// against or interleaves raw NCCL calls (bench/nccl_busbw.cc). Use them
+  /// only while no collective of this runtime is in flight.
+  NcclHandles nccl_handles() const;
 
   /// Allreduce `input` into `output` (may be the same pointer). Both hold
   /// prod(shape) elements of `dtype`; they must stay valid until completion.

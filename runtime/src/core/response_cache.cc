@@ -90,12 +90,4 @@ const Request& ResponseCache::request(std::uint32_t bit) const {
   return entries_[bit].request;
 }
 
-void ResponseCache::Clear() {
-  entries_.clear();
-  by_name_.clear();
-  by_id_.clear();
-  lru_.clear();
-  free_.clear();
-}
-
 }  // namespace hvdtune::internal

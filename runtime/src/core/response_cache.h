@@ -49,7 +49,6 @@ class ResponseCache {
   bool Contains(std::uint32_t bit) const;
   const Response& response(std::uint32_t bit) const;
   const Request& request(std::uint32_t bit) const;
-  void Clear();
 
  private:
   struct Entry {

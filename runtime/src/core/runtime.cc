@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/argument_checks.h"
+#include "core/backends/nccl/nccl_backend.h"
 #include "core/runtime_impl.h"
 
 namespace hvdtune {
@@ -293,6 +294,20 @@ int Runtime::local_rank() const { return impl_->mpi().local_rank; }
 int Runtime::local_size() const { return impl_->mpi().local_size; }
 int Runtime::cross_rank() const { return impl_->mpi().cross_rank; }
 int Runtime::cross_size() const { return impl_->mpi().cross_size; }
+
+bool BuiltWithNccl() { return internal::NcclBuilt(); }
+int NcclRuntimeVersion() { return internal::NcclVersionCode(); }
+
+bool Runtime::has_nccl() const { return impl_->nccl() != nullptr; }
+std::string Runtime::nccl_unavailable() const {
+  return impl_->nccl() != nullptr ? std::string()
+                                  : impl_->nccl_unavailable().message();
+}
+NcclHandles Runtime::nccl_handles() const {
+  NcclHandles h;
+  if (impl_->nccl() != nullptr) internal::GetNcclHandles(*impl_->nccl(), &h);
+  return h;
+}
 
 Handle Runtime::Allreduce(std::string_view name, const void* input,
                           void* output, std::span<const std::int64_t> shape,

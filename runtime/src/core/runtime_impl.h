@@ -48,6 +48,9 @@ class RuntimeImpl final : public ExecutionListener {
   /// Shutdown() was called on this rank.
   bool shut_down() const { return shut_down_locally_.load(); }
   const MpiContext& mpi() const { return mpi_; }
+  /// The NCCL backend, or null (then nccl_unavailable() says why).
+  Backend* nccl() const { return nccl_.get(); }
+  const Status& nccl_unavailable() const { return nccl_unavailable_; }
   const RuntimeConfig& config() const { return config_; }
 
   /// Queues the entries atomically under one handle (one entry, or the

@@ -2,9 +2,11 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "core/backends/nccl/nccl_backend_cuda.h"
@@ -42,6 +44,16 @@ Status Agree(MPI_Comm comm, int rank, int size, const Status& local) {
   return Status::Internal(text);
 }
 
+// NCCL's version code for 2.30.0, the first that lets several ranks of one
+// communicator share a device.
+constexpr int kNcclMultiRankGpuVersion = 23000;
+
+bool MultiRankGpuAllowed() {
+  const char* env = std::getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+  return env != nullptr && std::string_view(env) == "1" &&
+         NcclVersionCode() >= kNcclMultiRankGpuVersion;
+}
+
 // One rank's CUDA side: a device for this local rank and a stream on it.
 Status OpenDevice(const MpiContext& mpi, int* device, cudaStream_t* stream) {
   int count = 0;
@@ -54,11 +66,15 @@ Status OpenDevice(const MpiContext& mpi, int* device, cudaStream_t* stream) {
   if (count <= 0) {
     return Status::Internal("no CUDA device: cudaGetDeviceCount found 0");
   }
-  // NCCL refuses two ranks of one communicator on the same device.
-  if (mpi.local_size > count) {
-    return Status::Internal(std::to_string(mpi.local_size) +
-                            " ranks on this node but " + std::to_string(count) +
-                            " CUDA device(s); NCCL needs one per rank");
+  // NCCL before 2.30 refuses two ranks of one communicator on the same
+  // device; from 2.30 it allows them when NCCL_MULTI_RANK_GPU_ENABLE=1.
+  if (mpi.local_size > count && !MultiRankGpuAllowed()) {
+    return Status::Internal(
+        std::to_string(mpi.local_size) + " ranks on this node but " +
+        std::to_string(count) +
+        " CUDA device(s); NCCL needs one per rank (or NCCL >= 2.30 with "
+        "NCCL_MULTI_RANK_GPU_ENABLE=1; this is NCCL " +
+        std::to_string(NcclVersionCode()) + ")");
   }
   *device = mpi.local_rank % count;
   e = cudaSetDevice(*device);
@@ -218,6 +234,22 @@ std::unique_ptr<Backend> MakeNcclBackend(const MpiContext& mpi,
   }
   if (why_not != nullptr) *why_not = Status::Ok();
   return b;
+}
+
+void GetNcclHandles(Backend& backend, NcclHandles* out) {
+  auto* nccl = dynamic_cast<NcclBackend*>(&backend);
+  if (nccl == nullptr || out == nullptr) return;
+  out->world_comm = nccl->world();
+  out->stream = nccl->stream();
+  out->device = nccl->device();
+}
+
+bool NcclBuilt() { return true; }
+
+int NcclVersionCode() {
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess) return 0;
+  return version;
 }
 
 bool HaveCudaDevice() {

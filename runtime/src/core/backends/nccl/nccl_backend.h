@@ -10,6 +10,7 @@
 
 #include "core/backends/backend.h"
 #include "core/backends/mpi/mpi_context.h"
+#include "hvdtune/runtime.h"
 #include "hvdtune/status.h"
 #include "hvdtune/types.h"
 
@@ -45,6 +46,15 @@ bool IsDevicePointer(const void* ptr);
 /// error or in a build without CUDA). Without one no buffer can be device
 /// memory, so the runtime skips the per-tensor pointer check.
 bool HaveCudaDevice();
+
+/// Fills `out` from an NCCL backend made by MakeNcclBackend (nothing for
+/// another backend or in a build without CUDA).
+void GetNcclHandles(Backend& backend, NcclHandles* out);
+
+/// Whether this build has the NCCL backend, and the loaded NCCL's version
+/// code (0 without).
+bool NcclBuilt();
+int NcclVersionCode();
 
 /// Hierarchical allreduce of device buffers on an NCCL backend made by
 /// MakeNcclBackend: NCCL reduce-scatter inside the node, MPI_Allreduce of

@@ -20,6 +20,12 @@ bool IsDevicePointer(const void* /*ptr*/) { return false; }
 
 bool HaveCudaDevice() { return false; }
 
+void GetNcclHandles(Backend& /*backend*/, NcclHandles* /*out*/) {}
+
+bool NcclBuilt() { return false; }
+
+int NcclVersionCode() { return 0; }
+
 Status NcclHierarchicalAllreduce(Backend& backend, const MpiContext& /*mpi*/,
                                  const MpiTypes& /*types*/, const void* /*in*/,
                                  void* /*out*/, std::int64_t /*count*/,

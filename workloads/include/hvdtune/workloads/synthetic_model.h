@@ -15,13 +15,13 @@
 #include <utility>
 #include <vector>
 
-#include "bench_common.h"
-#include "gradient_set.h"
 #include "hvdtune/grouping.h"
 #include "hvdtune/runtime.h"
-#include "synthetic_compute.h"
+#include "hvdtune/workloads/gradient_set.h"
+#include "hvdtune/workloads/mpi_session.h"
+#include "hvdtune/workloads/synthetic_compute.h"
 
-namespace hvdtune::bench {
+namespace hvdtune::workloads {
 
 // Reduced value of element j of any gradient at `step`, summed over `ranks`
 // ranks whose rank r contributed (r + 1) * (j % 7 + 1) + step % 5.
@@ -184,4 +184,4 @@ class StepRunner {
   double compute_seconds_ = 0;
 };
 
-}  // namespace hvdtune::bench
+}  // namespace hvdtune::workloads

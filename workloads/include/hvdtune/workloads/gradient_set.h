@@ -8,11 +8,16 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hvdtune/runtime.h"
 
-namespace hvdtune::bench {
+namespace hvdtune::workloads {
+
+/// `prefix` followed by `index` ("t17"). Appends rather than using
+/// operator+, which trips GCC 12's false -Wrestrict (PR 105329) at -O2.
+std::string IndexedName(std::string_view prefix, std::int64_t index);
 
 struct TensorSpec {
   std::string name;
@@ -99,4 +104,4 @@ class GradientSet {
   std::vector<std::uint8_t> output_;
 };
 
-}  // namespace hvdtune::bench
+}  // namespace hvdtune::workloads

@@ -1,5 +1,5 @@
 // Gradient lists of the synthetic training workloads: real models' parameter
-// shapes (data/<model>.txt), many small tensors, or a user's shapes file.
+// shapes (bench/data/<model>.txt), many small tensors, or a user's shapes file.
 #pragma once
 
 #include <array>
@@ -8,9 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "gradient_set.h"
+#include "hvdtune/workloads/gradient_set.h"
+#include "hvdtune/workloads/usage_error.h"
 
-namespace hvdtune::bench {
+namespace hvdtune::workloads {
 
 /// Built-in workload names, as --workload accepts them.
 inline constexpr std::array<std::string_view, 5> kWorkloadNames = {
@@ -40,4 +41,4 @@ std::vector<TensorSpec> LoadBuiltinWorkload(std::string_view flag,
                                             std::string_view name,
                                             const std::string& shapes_dir);
 
-}  // namespace hvdtune::bench
+}  // namespace hvdtune::workloads

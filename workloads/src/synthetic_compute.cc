@@ -1,13 +1,13 @@
-#include "synthetic_compute.h"
+#include "hvdtune/workloads/synthetic_compute.h"
 
 #include <algorithm>
 
-namespace hvdtune::bench {
+namespace hvdtune::workloads {
 
 // Compiled with its function and loops aligned to 64 bytes
-// (CMakeLists.txt): inlined into its callers, the loop's speed followed
-// wherever the linker happened to place it, and builds differing only in
-// unrelated runtime code ran it at speeds up to 1.7x apart.
+// (workloads/CMakeLists.txt): inlined into its callers, the loop's speed
+// followed wherever the linker happened to place it, and builds differing only
+// in unrelated runtime code ran it at speeds up to 1.7x apart.
 void SyntheticArithmetic(float* x, std::int64_t width, std::int64_t fmas) {
   while (fmas > 0) {
     const std::int64_t n = std::min(fmas, width);
@@ -18,4 +18,4 @@ void SyntheticArithmetic(float* x, std::int64_t width, std::int64_t fmas) {
   asm volatile("" : : "r"(x) : "memory");
 }
 
-}  // namespace hvdtune::bench
+}  // namespace hvdtune::workloads

@@ -1,4 +1,4 @@
-#include "workloads.h"
+#include "hvdtune/workloads/builtin.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -6,17 +6,17 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "bench_common.h"
+#include "hvdtune/workloads/usage_error.h"
 
-// HVDTUNE_BENCH_DATA_DIR and HVDTUNE_BENCH_INSTALLED_DATA_DIR come from
-// bench/CMakeLists.txt.
+// HVDTUNE_WORKLOADS_DATA_DIR and HVDTUNE_WORKLOADS_INSTALLED_DATA_DIR come
+// from workloads/CMakeLists.txt.
 
-namespace hvdtune::bench {
+namespace hvdtune::workloads {
 std::string DefaultShapesDir() {
-  const std::filesystem::path source_tree = HVDTUNE_BENCH_DATA_DIR;
+  const std::filesystem::path source_tree = HVDTUNE_WORKLOADS_DATA_DIR;
   return std::filesystem::is_directory(source_tree)
              ? source_tree.string()
-             : std::string(HVDTUNE_BENCH_INSTALLED_DATA_DIR);
+             : std::string(HVDTUNE_WORKLOADS_INSTALLED_DATA_DIR);
 }
 
 std::vector<TensorSpec> ManySmallTensors(std::string_view flag,
@@ -63,4 +63,4 @@ std::vector<TensorSpec> LoadBuiltinWorkload(std::string_view flag,
       (std::filesystem::path(shapes_dir) / (file + ".txt")).string());
 }
 
-}  // namespace hvdtune::bench
+}  // namespace hvdtune::workloads

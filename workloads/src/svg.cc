@@ -1,4 +1,4 @@
-#include "svg.h"
+#include "hvdtune/workloads/svg.h"
 
 #include <fmt/format.h>
 

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-namespace hvdtune::bench {
+namespace hvdtune::workloads {
 
 /// `fmas` multiply-adds over the cache-resident buffer `x` of `width`
 /// floats, `width` at a time. Out of line, so that its speed does not
@@ -11,4 +11,4 @@ namespace hvdtune::bench {
 [[gnu::noinline]] void SyntheticArithmetic(float* x, std::int64_t width,
                                            std::int64_t fmas);
 
-}  // namespace hvdtune::bench
+}  // namespace hvdtune::workloads

@@ -1,4 +1,4 @@
-#include "gradient_set.h"
+#include "hvdtune/workloads/gradient_set.h"
 
 #include <mpi.h>
 
@@ -11,10 +11,16 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "bench_common.h"
 #include "hvdtune/half.h"
+#include "hvdtune/workloads/mpi_session.h"
 
-namespace hvdtune::bench {
+namespace hvdtune::workloads {
+
+std::string IndexedName(std::string_view prefix, std::int64_t index) {
+  std::string name(prefix);
+  name += std::to_string(index);
+  return name;
+}
 
 std::vector<TensorSpec> LoadShapesFile(const std::string& path) {
   std::ifstream in(path);
@@ -297,4 +303,4 @@ void GradientSet::ClearOutput() {
   std::fill(output_.begin(), output_.end(), std::uint8_t{0});
 }
 
-}  // namespace hvdtune::bench
+}  // namespace hvdtune::workloads
