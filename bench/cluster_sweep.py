@@ -1,14 +1,25 @@
 #!/usr/bin/python3
-"""Default against the grid best on the emulated cluster (tools/cluster.sh).
+"""Default and autotuned against the best of a search of the whole space, on
+the emulated cluster (tools/cluster.sh).
 
-For each link preset and workload: `hvd-tune sweep --strategy grid` across
-the cluster's nodes finds the best configuration of a grid, then the default
-configuration and the grid best (and any --compare configuration, e.g. what
-the autotuner picked) are re-measured by synthetic_train in interleaved
-rounds, and the medians printed as a Markdown table.
+For each link preset and workload: --tuned autotuned synthetic_train runs
+(from scratch, the store off) until the tuner freezes; `hvd-tune sweep`
+across the cluster's nodes measures a design of configurations and
+confirms its best; then the default configuration, the design's best, every
+autotuned run's frozen configuration (and any --compare configuration) are
+re-measured by synthetic_train in interleaved rounds, and the medians
+printed as a Markdown table.
 
-  bench/cluster_sweep.py --build build --presets 1gbe,10gbe \\
-      --workloads resnet50:0.1,bert-base:0.05,many-small:1 --rounds 3
+The design (--design lhs, the default) is a space-filling Latin hypercube
+of --points points over the tuner's whole space, every knob the tuner
+tunes on this cluster (fusion threshold from 1 MiB, cycle time, ring
+segment, response cache, algorithm, hierarchical allgather, the cycle
+thread's boost), each combination of the categorical knobs in turn, plus
+the default. --design grid is the older 27-point grid (algorithm x fusion
+threshold {4, 32, 128 MiB} x cycle time {0.5, 1, 3 ms}, --grid adds axes).
+
+  bench/cluster_sweep.py --build build --presets 1gbe \\
+      --workloads resnet50:0.1 --points 120 --tuned 3 --rounds 3
 
 Needs root (network namespaces); says why and exits 3 elsewhere.
 """
@@ -74,6 +85,22 @@ def train(cluster_id, build, workload, scale, env, steps):
     return json.loads(line)["samples_per_sec"]
 
 
+def autotuned(cluster_id, build, workload, scale, max_steps):
+    """One autotuned run from scratch: its frozen knobs as pinning env (None
+    if it did not freeze) and its JSON row."""
+    env = {"HOROVOD_AUTOTUNE": "1", "HVDTUNE_AUTOTUNE_STORE": "off"}
+    out = cluster(cluster_id, "run", os.path.join(build, "bench/synthetic_train"),
+                  "--workload", workload, "--scale", str(scale), "--until-frozen",
+                  "--max-steps", str(max_steps), "--measure-steps", "20",
+                  "--json", env=env)
+    row = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
+    return row
+
+
+def knob_text(knobs, names):
+    return " ".join("%s=%s" % (k, knobs[k]) for k in names if k in knobs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -86,9 +113,23 @@ def main():
     ap.add_argument("--ranks-per-node", type=int, default=2)
     ap.add_argument("--compare", action="append", default=[],
                     help="NAME=ENV1=V1,ENV2=V2: one more configuration to re-measure")
+    ap.add_argument("--design", choices=["lhs", "grid"], default="lhs",
+                    help="lhs: a Latin hypercube over the tuner's whole space; "
+                         "grid: the 27-point grid (and --grid axes)")
+    ap.add_argument("--points", type=int, default=120,
+                    help="--design lhs: points besides the default")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="samples of every design point")
+    ap.add_argument("--seed", type=int, default=1, help="the design's seed")
+    ap.add_argument("--tuned", type=int, default=3,
+                    help="autotuned runs per workload whose frozen "
+                         "configurations are re-measured beside the best")
+    ap.add_argument("--tune-max-steps", type=int, default=800)
+    ap.add_argument("--json-out", help="write every sweep's result, the "
+                    "autotuned runs and the rounds here")
     ap.add_argument("--grid", action="append", default=[],
-                    help="one more grid axis KNOB=V1,V2,... (e.g. "
-                         "cycle_thread_boost=0,10)")
+                    help="--design grid: one more grid axis KNOB=V1,V2,... "
+                         "(e.g. cycle_thread_boost=0,10)")
     args = ap.parse_args()
 
     why = subprocess.run([CLUSTER, "check"], capture_output=True, text=True)
@@ -100,9 +141,12 @@ def main():
     for c in args.compare:
         name, _, rest = c.partition("=")
         compare.append((name, dict(kv.split("=", 1) for kv in rest.split(",") if kv)))
-    cluster_id = "sweep%d" % os.getpid()
+    # The cluster's id: HVDTUNE_CLUSTER (as tools/cluster.sh), else one of
+    # this process's own.
+    cluster_id = os.environ.get("HVDTUNE_CLUSTER") or "sweep%d" % os.getpid()
     cluster_id = cluster_id[:16]
     rows = []
+    tuned_failures = []
     for preset in args.presets.split(","):
         cluster(cluster_id, "up", str(args.nodes), str(args.ranks_per_node),
                 "--link", preset, "--owner", str(os.getpid()), capture=False)
@@ -110,17 +154,41 @@ def main():
             for wl in args.workloads.split(","):
                 workload, _, scale = wl.partition(":")
                 scale = scale or "1"
+                tuned = []
+                for t in range(args.tuned):
+                    print("# %s %s x%s: autotuned run %d" % (preset, workload, scale,
+                                                            t + 1),
+                          file=sys.stderr, flush=True)
+                    row = autotuned(cluster_id, args.build, workload, scale,
+                                    args.tune_max_steps)
+                    tune = row["autotune"]
+                    print("#   %s after %d samples, %.1f samples/s: %s" % (
+                        tune["phase"], tune["samples"], row["samples_per_sec"],
+                        knob_text(row["config"], tune["tuned_knobs"])),
+                          file=sys.stderr, flush=True)
+                    if tune["phase"] == "frozen":
+                        tuned.append(("tuned run %d" % (t + 1),
+                                      env_of(row["config"], table), row))
+                    else:
+                        tuned_failures.append("%s %s run %d: %s" % (
+                            preset, workload, t + 1, tune["phase"]))
                 sweep_cmd = [os.path.join(args.build, "tools/hvd_tune/hvd-tune"),
-                             "sweep", "--strategy", "grid", "--workload", workload,
-                             "--scale", scale, "--no-store", "--json"]
-                for g in GRID + args.grid:
-                    sweep_cmd += ["--grid", g]
-                print("# %s %s x%s: grid sweep" % (preset, workload, scale),
+                             "sweep", "--workload", workload, "--scale", scale,
+                             "--repeats", str(args.repeats), "--seed",
+                             str(args.seed), "--no-store", "--json"]
+                if args.design == "lhs":
+                    sweep_cmd += ["--strategy", "lhs", "--budget", str(args.points)]
+                else:
+                    sweep_cmd += ["--strategy", "grid"]
+                    for g in GRID + args.grid:
+                        sweep_cmd += ["--grid", g]
+                print("# %s %s x%s: %s sweep" % (preset, workload, scale, args.design),
                       file=sys.stderr, flush=True)
                 sweep = json.loads(cluster(cluster_id, "run", *sweep_cmd))
                 best = sweep["best"]["knobs"]
-                configs = [("default", {}), ("grid best", env_of(best, table))]
-                configs += compare
+                varied = sweep.get("varied") or list(best)
+                configs = [("default", {}), ("design best", env_of(best, table))]
+                configs += [(name, env) for name, env, _ in tuned] + compare
                 samples = {name: [] for name, _ in configs}
                 for r in range(args.rounds):
                     order = configs if r % 2 == 0 else list(reversed(configs))
@@ -131,21 +199,40 @@ def main():
                         "%s %.1f" % (n, samples[n][-1]) for n, _ in configs)),
                           file=sys.stderr, flush=True)
                 med = {n: statistics.median(v) for n, v in samples.items()}
-                axes = [g.partition("=")[0] for g in GRID + args.grid]
-                best_text = " ".join("%s=%s" % (k, v) for k, v in best.items()
-                                     if k in axes)
-                rows.append((preset, "%s x%s" % (workload, scale), med, best_text,
-                             len(sweep["points"]), sweep["seconds"]))
+                rows.append({
+                    "preset": preset, "workload": "%s x%s" % (workload, scale),
+                    "names": [n for n, _ in configs], "median": med,
+                    "samples": samples,
+                    "best": knob_text(best, varied),
+                    "tuned": [(n, knob_text(row["config"],
+                                            row["autotune"]["tuned_knobs"]),
+                               row["autotune"]["samples"])
+                              for n, _, row in tuned],
+                    "points": len(sweep["points"]), "seconds": sweep["seconds"],
+                    "sweep": sweep, "tuned_rows": [row for _, _, row in tuned]})
+                if args.json_out:
+                    with open(args.json_out, "w") as f:
+                        json.dump({"args": vars(args), "rows": rows,
+                                   "tuned_failures": tuned_failures}, f, indent=1)
         finally:
             cluster(cluster_id, "down", capture=False)
-    names = ["default", "grid best"] + [n for n, _ in compare]
-    print("| link | workload | " + " | ".join(names) +
-          " | grid best / default | grid best knobs | grid points (s) |")
-    print("|---" * (len(names) + 5) + "|")
-    for preset, wl, med, best_text, points, seconds in rows:
-        print("| %s | %s | %s | **%.2fx** | %s | %d (%.0f s) |" % (
-            preset, wl, " | ".join("%.1f" % med[n] for n in names),
-            med["grid best"] / med["default"], best_text, points, seconds))
+    for row in rows:
+        names, med = row["names"], row["median"]
+        best = med["design best"]
+        print("\n%s, %s: %d design points, %.0f s of sweep; best: %s" % (
+            row["preset"], row["workload"], row["points"], row["seconds"],
+            row["best"]))
+        for name, knobs, samples in row["tuned"]:
+            print("%s (%d samples): %s" % (name, samples, knobs))
+        print("\n| configuration | samples/s, rounds | median | / default | "
+              "/ design best |")
+        print("|---|---|---|---|---|")
+        for n in names:
+            print("| %s | %s | %.1f | %.2fx | %.2fx |" % (
+                n, ", ".join("%.1f" % v for v in row["samples"][n]), med[n],
+                med[n] / med["default"], med[n] / best))
+    for failure in tuned_failures:
+        print("FAILED to freeze: " + failure)
     return 0
 
 

@@ -31,7 +31,10 @@ written:
       --workload resnet50 --scale 0.1
 
 Needs root for the cluster (network namespaces); says why and exits 3
-elsewhere. Prints one line per run, then a summary.
+elsewhere. Prints one line per run, then a summary. A run that crashed
+(non-zero exit, a job that ended by itself during a drift run, no autotune
+sample logged, or a steady run that never froze) is reported as FAILED,
+left out of the counts, named in the summary, and makes the exit status 1.
 """
 import argparse
 import csv
@@ -59,6 +62,32 @@ def read_log(path):
     if not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
     return list(csv.DictReader(text.splitlines()))
+
+
+def run_failure(rc, rows, need_frozen=False):
+    """Why a finished run counts as FAILED, or None when it ran: a non-zero
+    exit (a crash, an abort), an autotune log with no sample (the job never
+    got to tune), or, with need_frozen, no frozen sample (nothing to count
+    re-tunes against). A failed run is never counted as one with 0 re-tunes
+    or 0 exploration samples."""
+    if rc is None:
+        return "did not finish"
+    if rc != 0:
+        return "exit %d" % rc
+    if not rows:
+        return "no autotune samples logged"
+    if need_frozen and not any(r["phase"] == "frozen" for r in rows):
+        return "never froze (%d samples)" % len(rows)
+    return None
+
+
+def failed_note(failures):
+    """The summary's words for the failed runs ("" when none)."""
+    if not failures:
+        return ""
+    return "; %d run%s FAILED (%s), not counted" % (
+        len(failures), "" if len(failures) == 1 else "s",
+        ", ".join("run %d: %s" % f for f in failures))
 
 
 def retunes(rows):
@@ -114,6 +143,7 @@ def stop(proc):
 def steady(args, cluster, work):
     total = 0
     runs_with = 0
+    failures = []
     for run in range(args.runs):
         log = os.path.join(work, "steady%d.csv" % run)
         with open(os.path.join(work, "steady%d.out" % run), "w") as out:
@@ -122,6 +152,12 @@ def steady(args, cluster, work):
                           args.steps, job_env(args, log), out)
             rc = proc.wait()
         rows = read_log(log)
+        why = run_failure(rc, rows, need_frozen=True)
+        if why:
+            failures.append((run + 1, why))
+            print("run %d: FAILED (%s), %.0f s, %d samples; its output: %s" % (
+                run + 1, why, time.time() - t0, len(rows), out.name), flush=True)
+            continue
         r = retunes(rows)
         total += len(r)
         runs_with += bool(r)
@@ -133,11 +169,11 @@ def steady(args, cluster, work):
                   "-" if frozen_at is None else frozen_at + 1, frozen, len(r),
                   "" if not r else " (at samples %s)" % ", ".join(str(i + 1) for i in r)),
               flush=True)
-        if rc != 0:
-            print("  the job failed; its output: %s" % out.name, flush=True)
-    print("steady, %s, %s x%s, %d runs of %d steps: %d re-tunes, in %d of %d runs"
-          % (args.where, args.workload, args.scale, args.runs, args.steps, total,
-             runs_with, args.runs))
+    print("steady, %s, %s x%s, %d runs of %d steps: %d re-tunes, in %d of %d "
+          "completed runs%s" % (args.where, args.workload, args.scale, args.runs,
+                                args.steps, total, runs_with,
+                                args.runs - len(failures), failed_note(failures)))
+    return failures
 
 
 def parse_change(text):
@@ -153,6 +189,7 @@ def drift(args, cluster, work):
     where = ["--node", node] if node else []
     detected = []
     refrozen_configs = []
+    failures = []
     for run in range(args.runs):
         cluster("set", "--link", old)
         log = os.path.join(work, "drift%d.csv" % run)
@@ -192,8 +229,17 @@ def drift(args, cluster, work):
                 elif len(rows) - changed_at > args.max_after:
                     break
         finally:
+            # A job that ended by itself (we stop it otherwise) crashed.
+            ended = proc.poll()
             stop(proc)
             out.close()
+        if ended is not None and result != "detected":
+            why = run_failure(ended, read_log(log)) or "exit %d" % ended
+            failures.append((run + 1, why))
+            print("run %d: FAILED (%s) before %s; its output: %s" % (
+                run + 1, why, "the change" if changed_at is None else
+                "a re-tune", out.name), flush=True)
+            continue
         if result == "detected":
             detected.append(after)
         line = "run %d: %s" % (run + 1, result)
@@ -211,16 +257,19 @@ def drift(args, cluster, work):
         print(line, flush=True)
     n = len(detected)
     within = sum(a <= 3 for a in detected)
-    print("drift %s: detected in %d of %d runs, within 3 samples in %d; samples "
-          "that began after the change until the re-tune %s (median %s)" % (
-              args.change, n, args.runs, within, sorted(detected),
-              statistics.median(detected) if detected else "-"))
+    print("drift %s: detected in %d of %d completed runs, within 3 samples in "
+          "%d; samples that began after the change until the re-tune %s "
+          "(median %s)%s" % (
+              args.change, n, args.runs - len(failures), within, sorted(detected),
+              statistics.median(detected) if detected else "-",
+              failed_note(failures)))
     if args.grid_rounds and refrozen_configs:
         if node:
             print("# against the grid best: only for a change of every link")
         else:
             cluster("down", check=False)
             against_grid(args, new, refrozen_configs)
+    return failures
 
 
 def against_grid(args, preset, refrozen_rows):
@@ -287,6 +336,7 @@ def warm(args, cluster, work):
     db = args.db or os.path.join(work, "store.db")
     extra = {"HOROVOD_AUTOTUNE_DB": db, "HVDTUNE_AUTOTUNE_STORE": "auto"}
     explored = []
+    failures = []
     for run in range(args.runs + 1):
         log = os.path.join(work, "warm%d.csv" % run)
         with open(os.path.join(work, "warm%d.out" % run), "w") as out:
@@ -296,16 +346,24 @@ def warm(args, cluster, work):
                           steps, job_env(args, log, extra), out)
             rc = proc.wait()
         rows = read_log(log)
+        what = "fills the store" if run == 0 else "from the store"
+        why = run_failure(rc, rows, need_frozen=run == 0)
+        if why:
+            failures.append((run, why))
+            print("run %d (%s): FAILED (%s); its output: %s" % (
+                run, what, why, out.name), flush=True)
+            continue
         n = sum(r["phase"] == "exploring" for r in rows)
         r = retunes(rows)
-        what = "fills the store" if run == 0 else "from the store"
         print("run %d (%s): exit %d, %d samples, %d exploring, re-tunes %d"
               % (run, what, rc, len(rows), n, len(r)), flush=True)
         if run > 0:
             explored.append(n)
-    print("warm start, %s: exploration samples of the %d runs from the store: %s; "
-          "%d of %d explored none" % (args.where, args.runs, explored,
-                                       explored.count(0), args.runs))
+    print("warm start, %s: exploration samples of the %d completed runs from the "
+          "store: %s; %d of %d explored none%s" % (
+              args.where, len(explored), explored, explored.count(0), args.runs,
+              failed_note(failures)))
+    return failures
 
 
 def conditions(args, cluster, work):
@@ -346,6 +404,9 @@ def conditions(args, cluster, work):
         old, new, froze[0]["allreduce_algorithm"] if froze else "-",
         froze[-1]["allreduce_algorithm"] if froze else "-", len(rows)), flush=True)
     explored = []
+    failures = []
+    if not froze:
+        failures.append((0, "the run that fills the store never froze"))
     for run in range(args.runs):
         link = (old, new)[run % 2]
         cluster("set", "--link", link)
@@ -355,6 +416,12 @@ def conditions(args, cluster, work):
             rc = launch(args, "cluster", cluster.cid, args.steps,
                         job_env(args, log, extra), out).wait()
         rows = read_log(log)
+        why = run_failure(rc, rows)
+        if why:
+            failures.append((run + 1, why))
+            print("run %d at %s: FAILED (%s); its output: %s" % (
+                run + 1, link, why, name), flush=True)
+            continue
         n = sum(r["phase"] == "exploring" for r in rows)
         explored.append(n)
         with open(name) as f:
@@ -364,9 +431,11 @@ def conditions(args, cluster, work):
         print("run %d at %s: exit %d, %d exploring samples, %s, froze on %s" % (
             run + 1, link, rc, n, said[0] if said else "no stored best confirmed",
             froze[0]["allreduce_algorithm"] if froze else "-"), flush=True)
-    print("conditions %s: exploration samples of the %d runs from the store: %s; "
-          "%d of %d explored none" % (args.change, args.runs, explored,
-                                       explored.count(0), args.runs))
+    print("conditions %s: exploration samples of the %d completed runs from "
+          "the store: %s; %d of %d explored none%s" % (
+              args.change, len(explored), explored, explored.count(0), args.runs,
+              failed_note(failures)))
+    return failures
 
 
 def main():
@@ -423,12 +492,13 @@ def main():
     os.makedirs(work, exist_ok=True)
     print("# %s series; logs in %s" % (args.series, work), flush=True)
     try:
-        {"steady": steady, "drift": drift, "warm": warm,
-         "conditions": conditions}[args.series](args, cluster, work)
+        failures = {"steady": steady, "drift": drift, "warm": warm,
+                    "conditions": conditions}[args.series](args, cluster, work)
     finally:
         if cluster:
             cluster("down", check=False)
-    return 0
+    # A series with a failed run is not a result: say so in the exit status.
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

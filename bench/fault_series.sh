@@ -168,6 +168,9 @@ run_one() {
   sleep "$at"
   local note=""
   grep -q "samples/s" "$log" || note="(fault before training) "
+  # A job that ended before the fault tells nothing about the fault: a
+  # failed run, never counted as one that ended because of it.
+  kill -0 "$job" 2>/dev/null || note+="FAILED: the job ended before the fault; "
   local ranks others
   ranks=$( (node_pids 0 synthetic_train; node_pids 1 synthetic_train) | tr '\n' ' ')
   others=$( (node_pids 0 '!synthetic_train'; node_pids 1 '!synthetic_train') | tr '\n' ' ')
@@ -185,7 +188,7 @@ run_one() {
       local victim
       victim=$(node_pids 1 synthetic_train)
       victim=${victim%%$'\n'*}
-      [[ -n $victim ]] || note+="(no rank on node 1 to kill) "
+      [[ -n $victim ]] || note+="FAILED: no rank on node 1 to kill; "
       [[ -n $victim ]] && kill -KILL "$victim"
       ;;
   esac
@@ -257,12 +260,14 @@ for f in "${fault_list[@]}"; do
 done
 
 echo
-echo "| fault | runs | ended / finished (exit 0) | s from fault to the end of ranks and mpirun, min / median / max | every process ended, s (max) | hangs | store intact | runs with committed rows lost | max stall gauge seen (s) | errors naming the ranks |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| fault | runs | ended / finished (exit 0) | s from fault to the end of ranks and mpirun, min / median / max | every process ended, s (max) | hangs | store intact | runs with committed rows lost | max stall gauge seen (s) | errors naming the ranks | failed (no fault injected) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for f in "${fault_list[@]}"; do
   awk -F'\t' -v f="$f" -v fs="$flap_seconds" '
     NR > 1 && $1 == f {
-      n++; if ($3 ~ /finished exit 0/) fin++; else if ($6 == "no") ended++
+      n++
+      if ($3 ~ /FAILED/) { failed++; next }
+      if ($3 ~ /finished exit 0/) fin++; else if ($6 == "no") ended++
       if ($6 != "no") hangs++
       if ($7 == "ok") ok++
       if ($10 > 0) lost++
@@ -276,10 +281,10 @@ for f in "${fault_list[@]}"; do
       for (a = 1; a <= m; a++) for (b = a + 1; b <= m; b++) if (s[b] < s[a]) { t = s[a]; s[a] = s[b]; s[b] = t }
       med = m ? (m % 2 ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2) : "n/a"
       name = f == "flap" ? "flap " fs " s" : f
-      printf "| %s | %d | %d / %d | %s / %s / %s | %s | %d | %d of %d | %d | %s | %d |\n", name, n, ended, fin,
+      printf "| %s | %d | %d / %d | %s / %s / %s | %s | %d | %d of %d | %d | %s | %d | %d |\n", name, n, ended, fin,
         m ? sprintf("%.1f", s[1]) : "n/a", m ? sprintf("%.1f", med) : "n/a",
         m ? sprintf("%.1f", s[m]) : "n/a", all == "" ? "n/a" : sprintf("%.1f", all),
-        hangs, ok, n, lost, w == "" ? "n/a" : sprintf("%.2f", w), named
+        hangs, ok, n - failed, lost, w == "" ? "n/a" : sprintf("%.2f", w), named, failed
     }' "$tsv"
 done
 echo

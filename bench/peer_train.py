@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """peer_train: training throughput of one torchvision model, data parallel,
-under PyTorch's DistributedDataParallel (gloo) and under
+under PyTorch's DistributedDataParallel (gloo; every bucket size with and
+without gradient_as_bucket_view and static_graph) and under
 hvdtune.torch.DistributedOptimizer (default knobs, and tuned online with
 HOROVOD_AUTOTUNE=1), as interleaved mpirun jobs on the same ranks:
 
@@ -15,8 +16,11 @@ Every configuration runs once per round, rounds rotate the order, and the
 table reports each configuration's median img/s (all ranks together: ranks
 x batch x steps / the slowest rank's seconds). Each job warms up, then (the
 autotuned one only) trains until the tuner froze, then times
---measure-steps steps. The same script is the worker (--worker) that
-mpirun starts.
+--measure-steps steps. For the autotuned job it also reports the cost of
+tuning: the seconds spent between the warm-up and the freeze, and its
+throughput counted over that phase and the timed steps together (what a
+job of that many steps would see). The same script is the worker
+(--worker) that mpirun starts.
 """
 
 import argparse
@@ -64,7 +68,8 @@ def ddp_setup(args, model):
     dist.init_process_group(backend, rank=rank, world_size=size)
     net = torch.nn.parallel.DistributedDataParallel(
         model, bucket_cap_mb=args.bucket_cap_mb,
-        gradient_as_bucket_view=args.gradient_as_bucket_view)
+        gradient_as_bucket_view=args.bucket_view,
+        static_graph=args.static_graph)
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
 
     def slowest(seconds):
@@ -131,20 +136,31 @@ def worker(args):
     for _ in range(args.warmup_steps):
         step()
     tuning_steps = 0
+    barrier()
+    tune_start = time.perf_counter()
     if os.environ.get("HOROVOD_AUTOTUNE") == "1":
         while tuning_steps < args.tune_max_steps and not frozen():
             step()
             tuning_steps += 1
     barrier()
     start = time.perf_counter()
+    tuning_seconds = slowest(start - tune_start)
     for _ in range(args.measure_steps):
         step()
     seconds = slowest(time.perf_counter() - start)
+    images = size * args.batch_size
     result = {
         "mode": args.mode, "ranks": size, "model": args.model,
         "bucket_cap_mb": args.bucket_cap_mb if args.mode != "hvdtune" else None,
-        "img_per_sec": size * args.batch_size * args.measure_steps / seconds,
+        "gradient_as_bucket_view": args.bucket_view,
+        "static_graph": args.static_graph,
+        "img_per_sec": images * args.measure_steps / seconds,
         "tuning_steps": tuning_steps,
+        "tuning_seconds": tuning_seconds,
+        # Tuning and the timed steps together (the warm-up left out, as for
+        # every configuration).
+        "img_per_sec_with_tuning": images * (tuning_steps + args.measure_steps)
+        / (tuning_seconds + seconds),
     }
     if args.mode == "ddp-hvdtune":
         import hvdtune
@@ -201,12 +217,20 @@ def autotune_env(samples):
     }
 
 
-def configurations(bucket_sizes, tune_samples, ddp_hvdtune=False):
+def ddp_label(mb, view, static):
+    return "ddp bucket %g MB%s%s" % (mb, ", bucket view" if view else "",
+                                     ", static graph" if static else "")
+
+
+def configurations(bucket_sizes, tune_samples, ddp_flags, ddp_hvdtune=False):
+    """(label, mode, DDP options or None, env) of every configuration."""
     configs = [("hvdtune default", "hvdtune", None, {}),
                ("hvdtune autotuned", "hvdtune", None,
                 autotune_env(tune_samples))]
     for mb in bucket_sizes:
-        configs.append(("ddp bucket %g MB" % mb, "ddp", mb, {}))
+        for view, static in ddp_flags:
+            configs.append((ddp_label(mb, view, static), "ddp",
+                            (mb, view, static), {}))
     if ddp_hvdtune:
         configs += ddp_hvdtune_configurations(tune_samples)
     return configs
@@ -214,11 +238,9 @@ def configurations(bucket_sizes, tune_samples, ddp_hvdtune=False):
 
 def ddp_hvdtune_configurations(tune_samples):
     """--ddp-hvdtune: DDP on the hvdtune backend (DDP's default bucket) at
-    the default knobs and autotuned, and DDP on gloo with
-    gradient_as_bucket_view."""
-    return [("ddp 25 MB gradient_as_bucket_view", "ddp-view", 25, {}),
-            ("ddp-hvdtune default", "ddp-hvdtune", 25, {}),
-            ("ddp-hvdtune autotuned", "ddp-hvdtune", 25,
+    the default knobs and autotuned."""
+    return [("ddp-hvdtune default", "ddp-hvdtune", (25, False, False), {}),
+            ("ddp-hvdtune autotuned", "ddp-hvdtune", (25, False, False),
              autotune_env(tune_samples))]
 
 
@@ -245,7 +267,7 @@ def cluster_status():
     return nodes * per_node, addr
 
 
-def run_one(args, ranks, mode, bucket, extra_env):
+def run_one(args, ranks, mode, ddp, extra_env):
     env = dict(os.environ)
     env.update(extra_env)
     env["OMP_NUM_THREADS"] = "1"
@@ -264,17 +286,15 @@ def run_one(args, ranks, mode, bucket, extra_env):
                                 "GLOO_SOCKET_IFNAME", "PYTHONPATH",
                                 "OMP_NUM_THREADS"))
         launch = [os.path.join(SOURCE, "tools", "cluster.sh"), "run"]
-    view = []
-    if mode == "ddp-view":
-        mode, view = "ddp", ["--gradient-as-bucket-view"]
     cmd = launch + [
         sys.executable, os.path.abspath(__file__), "--worker", "--mode", mode,
-        "--bucket-cap-mb", str(bucket or 25), "--model", args.model,
+        "--bucket-cap-mb", str(ddp[0] if ddp else 25), "--model", args.model,
         "--image-size", str(args.image_size), "--batch-size",
         str(args.batch_size), "--num-classes", str(args.num_classes),
         "--warmup-steps", str(args.warmup_steps), "--measure-steps",
         str(args.measure_steps), "--tune-max-steps", str(args.tune_max_steps)
-    ] + view
+    ] + (["--bucket-view"] if ddp and ddp[1] else []) + (
+        ["--static-graph"] if ddp and ddp[2] else [])
     job = subprocess.run(cmd, capture_output=True, text=True, env=env,
                          timeout=args.timeout)
     for line in job.stdout.splitlines():
@@ -284,39 +304,86 @@ def run_one(args, ranks, mode, bucket, extra_env):
                        (" ".join(cmd), job.stdout[-2000:], job.stderr[-4000:]))
 
 
+def failed_run(label, error):
+    """A job that crashed, hung or printed no result: recorded as a failure,
+    never as a measurement."""
+    return {"failed": True, "label": label, "error": str(error)[-2000:]}
+
+
 def driver(args):
     ranks_list = ([cluster_status()[0]] if args.cluster else
                   [int(r) for r in args.ranks.split(",")])
     buckets = [float(b) for b in args.bucket_sizes.split(",")]
-    configs = configurations(buckets, args.tune_samples, args.ddp_hvdtune)
+    flags = [(False, False)]
+    if args.ddp_flags:
+        flags = [(False, False), (True, False), (False, True), (True, True)]
+    configs = configurations(buckets, args.tune_samples, flags,
+                             args.ddp_hvdtune)
     results = {}
     for ranks in ranks_list:
         for rnd in range(args.rounds):
             order = configs[rnd % len(configs):] + configs[:rnd % len(configs)]
-            for label, mode, bucket, env in order:
-                r = run_one(args, ranks, mode, bucket, env)
+            for label, mode, ddp, env in order:
+                try:
+                    r = run_one(args, ranks, mode, ddp, env)
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    r = failed_run(label, e)
+                    print("# %d ranks, round %d, %-40s FAILED: %s" %
+                          (ranks, rnd + 1, label, str(e)[:300]), flush=True)
+                    results.setdefault((ranks, label), []).append(r)
+                    continue
                 results.setdefault((ranks, label), []).append(r)
-                print("# %d ranks, round %d, %-20s %8.1f img/s%s" %
+                print("# %d ranks, round %d, %-40s %8.1f img/s%s" %
                       (ranks, rnd + 1, label, r["img_per_sec"],
-                       "  (tuned %d steps, %s)" %
-                       (r["tuning_steps"], r.get("frozen_knobs"))
+                       "  (tuned %d steps in %.1f s, %.1f img/s with them, "
+                       "%s)" % (r["tuning_steps"], r["tuning_seconds"],
+                                r["img_per_sec_with_tuning"],
+                                r.get("frozen_knobs"))
                        if r["tuning_steps"] else ""),
                       flush=True)
-    print("\n| ranks | configuration | img/s runs | median img/s | vs DDP "
-          "default |")
-    print("|---|---|---|---|---|")
     summary = []
     for ranks in ranks_list:
-        base = statistics.median(
-            r["img_per_sec"] for r in results[(ranks, "ddp bucket 25 MB")])
+        meds = {}
         for label, _, _, _ in configs:
-            runs = [r["img_per_sec"] for r in results[(ranks, label)]]
-            med = statistics.median(runs)
+            ok = [r["img_per_sec"] for r in results[(ranks, label)]
+                  if not r.get("failed")]
+            meds[label] = statistics.median(ok) if ok else None
+        ddp = {l: m for l, m in meds.items()
+               if l.startswith("ddp") and m is not None}
+        base_label = ddp_label(25, False, False)
+        best_label = max(ddp, key=ddp.get)
+        print("\n%d ranks; DDP's best: %s" % (ranks, best_label))
+        print("| configuration | img/s, rounds | median | vs DDP default | "
+              "vs DDP's best |")
+        print("|---|---|---|---|---|")
+        for label, _, _, _ in configs:
+            runs = results[(ranks, label)]
+            med = meds[label]
+            cells = ", ".join("failed" if r.get("failed") else
+                              "%.1f" % r["img_per_sec"] for r in runs)
+            failed = sum(1 for r in runs if r.get("failed"))
             summary.append({"ranks": ranks, "configuration": label,
-                            "runs": runs, "median": med})
-            print("| %d | %s | %s | %.1f | %.2fx |" %
-                  (ranks, label, ", ".join("%.1f" % v for v in runs), med,
-                   med / base))
+                            "runs": runs, "median": med, "failed": failed})
+            if med is None:
+                print("| %s | %s | failed | | |" % (label, cells))
+                continue
+            print("| %s | %s | %.1f | %.2fx | %.2fx |" %
+                  (label, cells, med, med / meds[base_label],
+                   med / ddp[best_label]))
+        tuned = [r for r in results[(ranks, "hvdtune autotuned")]
+                 if not r.get("failed")]
+        if tuned:
+            with_tuning = statistics.median(r["img_per_sec_with_tuning"]
+                                            for r in tuned)
+            print("\nautotuned, cost of tuning: %s steps, %s s until the "
+                  "freeze; counted with those steps (%d timed steps after "
+                  "them): %s img/s, median %.1f = %.2fx DDP's best" % (
+                      ", ".join(str(r["tuning_steps"]) for r in tuned),
+                      ", ".join("%.1f" % r["tuning_seconds"] for r in tuned),
+                      args.measure_steps,
+                      ", ".join("%.1f" % r["img_per_sec_with_tuning"]
+                                for r in tuned),
+                      with_tuning, with_tuning / ddp[best_label]))
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump({"args": vars(args), "summary": summary,
@@ -332,13 +399,18 @@ def main():
                    help="run one job's rank (mpirun starts this)")
     p.add_argument("--mode", choices=["hvdtune", "ddp", "ddp-hvdtune"],
                    default="hvdtune")
-    p.add_argument("--gradient-as-bucket-view", action="store_true",
-                   help="DDP modes: DDP's gradient_as_bucket_view")
     p.add_argument("--ddp-hvdtune", action="store_true",
                    help="also DDP on hvdtune's torch.distributed backend "
-                   "(default knobs and autotuned) and DDP on gloo with "
-                   "gradient_as_bucket_view")
+                   "(default knobs and autotuned)")
     p.add_argument("--bucket-cap-mb", type=float, default=25)
+    p.add_argument("--bucket-view", action="store_true",
+                   help="worker: DDP's gradient_as_bucket_view=True")
+    p.add_argument("--static-graph", action="store_true",
+                   help="worker: DDP's static_graph=True")
+    p.add_argument("--no-ddp-flags", dest="ddp_flags", action="store_false",
+                   help="DDP at its default gradient_as_bucket_view and "
+                   "static_graph only (else every bucket size with each of "
+                   "the four combinations)")
     p.add_argument("--ranks", default="2,4")
     p.add_argument("--tune-samples", type=int, default=8,
                    help="autotuned runs: the tuner's sample budget "

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <stdexcept>
 
 namespace hvdtune::sim {
 namespace {
@@ -269,26 +270,42 @@ void FitPresets(Preset& shm, Preset& loopback, const std::string& shapes_dir) {
   loopback.inter_bw = inter_bw;
 }
 
-std::vector<std::string> EmulatedLinks() {
-  std::vector<std::string> links;
+namespace {
+
+// The distinct values of one field of the cluster table, in table order.
+std::vector<std::string> Distinct(const char* ClusterTrain::*field) {
+  std::vector<std::string> values;
   for (const ClusterTrain& t : kClusterTrain) {
-    if (std::find(links.begin(), links.end(), t.link) == links.end()) {
-      links.emplace_back(t.link);
+    if (std::find(values.begin(), values.end(), t.*field) == values.end()) {
+      values.emplace_back(t.*field);
     }
   }
-  return links;
+  return values;
+}
+
+}  // namespace
+
+std::vector<std::string> EmulatedLinks() {
+  return Distinct(&ClusterTrain::link);
 }
 
 std::string EmulatedPresetName(const std::string& link) {
   return "emulated-" + link;
 }
 
-std::vector<CalibrationRow> CalibrateCluster(const Preset& preset,
-                                             const std::string& link,
-                                             const std::string& shapes_dir) {
+namespace {
+
+// The rows of `link` whose workload is (`keep` true) or is not (false)
+// `workload`; every row of `link` when `workload` is empty.
+std::vector<CalibrationRow> ClusterRows(const Preset& preset,
+                                        const std::string& link,
+                                        const std::string& shapes_dir,
+                                        const std::string& workload = "",
+                                        bool keep = true) {
   std::vector<CalibrationRow> rows;
   for (const ClusterTrain& t : kClusterTrain) {
     if (link != t.link) continue;
+    if (!workload.empty() && (workload == t.workload) != keep) continue;
     KnobSettings k;
     k.Set(
         KnobId::kAllreduceAlgorithm,
@@ -303,15 +320,93 @@ std::vector<CalibrationRow> CalibrateCluster(const Preset& preset,
   return rows;
 }
 
-void FitLink(Preset& preset, const std::string& link,
-             const std::string& shapes_dir) {
+// FitLink on the rows ClusterRows(..., workload, keep) selects.
+void FitLinkOn(Preset& preset, const std::string& link,
+               const std::string& shapes_dir, const std::string& workload,
+               bool keep) {
   // A constant at 0 never moves in a multiplicative search: start the
   // per-tensor cost from one node's.
   if (!(preset.tensor_s > 0)) preset.tensor_s = FindPreset("cpu-shm").tensor_s;
-  CoordinateSearch(
-      {&preset.inter_bw, &preset.segment_s, &preset.tensor_s}, [&] {
-        return MeanSquaredLogError(CalibrateCluster(preset, link, shapes_dir));
-      });
+  CoordinateSearch({&preset.inter_bw, &preset.segment_s, &preset.tensor_s},
+                   [&] {
+                     return MeanSquaredLogError(
+                         ClusterRows(preset, link, shapes_dir, workload, keep));
+                   });
+}
+
+}  // namespace
+
+std::vector<CalibrationRow> CalibrateCluster(const Preset& preset,
+                                             const std::string& link,
+                                             const std::string& shapes_dir) {
+  return ClusterRows(preset, link, shapes_dir);
+}
+
+void FitLink(Preset& preset, const std::string& link,
+             const std::string& shapes_dir) {
+  FitLinkOn(preset, link, shapes_dir, "", true);
+}
+
+double NominalLinkBandwidth(const std::string& link) {
+  if (link == "1gbe") return 1e9 / 8;
+  if (link == "10gbe") return 10e9 / 8;
+  throw std::invalid_argument("no nominal rate for link '" + link + "'");
+}
+
+Preset UnfittedLinkPreset(const std::string& link) {
+  Preset p = FindPreset("cpu-shm");
+  p.name = EmulatedPresetName(link);
+  p.inter_alpha = FindPreset("cpu-loopback").inter_alpha;
+  p.inter_bw = NominalLinkBandwidth(link);
+  return p;
+}
+
+std::vector<std::string> EmulatedWorkloads() {
+  return Distinct(&ClusterTrain::workload);
+}
+
+std::vector<CalibrationRow> HeldOutWorkloads(const std::string& link,
+                                             const std::string& shapes_dir) {
+  std::vector<CalibrationRow> rows;
+  for (const std::string& w : EmulatedWorkloads()) {
+    Preset fit = UnfittedLinkPreset(link);
+    FitLinkOn(fit, link, shapes_dir, w, /*keep=*/false);
+    for (CalibrationRow& r : ClusterRows(fit, link, shapes_dir, w, true)) {
+      r.bench = "fit without " + w;
+      rows.push_back(std::move(r));
+    }
+  }
+  return rows;
+}
+
+std::vector<CalibrationRow> HeldOutLink(const std::string& fit_link,
+                                        const std::string& predict_link,
+                                        const std::string& shapes_dir) {
+  Preset fit = UnfittedLinkPreset(fit_link);
+  FitLink(fit, fit_link, shapes_dir);
+  Preset carried = UnfittedLinkPreset(predict_link);
+  carried.segment_s = fit.segment_s;
+  carried.tensor_s = fit.tensor_s;
+  std::vector<CalibrationRow> rows =
+      ClusterRows(carried, predict_link, shapes_dir);
+  for (CalibrationRow& r : rows) r.bench = "fit on " + fit_link;
+  return rows;
+}
+
+ErrorSummary SummariseErrors(const std::vector<CalibrationRow>& rows) {
+  ErrorSummary s;
+  std::vector<double> errors;
+  for (const CalibrationRow& r : rows) {
+    errors.push_back(std::abs(r.error()));
+    s.within_25 += errors.back() <= 0.25;
+  }
+  s.rows = rows.size();
+  if (errors.empty()) return s;
+  std::sort(errors.begin(), errors.end());
+  const std::size_t n = errors.size();
+  s.median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+  s.max = errors.back();
+  return s;
 }
 
 }  // namespace hvdtune::sim

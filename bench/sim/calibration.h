@@ -6,6 +6,7 @@
 // cluster (tools/cluster.sh, 2 nodes x 2 ranks, per link preset).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -59,5 +60,39 @@ std::vector<CalibrationRow> CalibrateCluster(const Preset& preset,
 /// work). The other constants are held: cpu-shm's, and inter_alpha.
 void FitLink(Preset& preset, const std::string& link,
              const std::string& shapes_dir);
+
+/// Where a held-out fit starts, so that nothing fitted to any row leaks in:
+/// cpu-shm's constants, the loopback fit's TCP latency, and `link`'s
+/// nominal rate (1gbe: 125 MB/s; 10gbe: 1.25 GB/s) as its bandwidth.
+Preset UnfittedLinkPreset(const std::string& link);
+
+/// Link `link`'s nominal rate in bytes/s (its tbf rate, tools/cluster.sh).
+double NominalLinkBandwidth(const std::string& link);
+
+/// The workloads measured on the emulated cluster, in table order.
+std::vector<std::string> EmulatedWorkloads();
+
+/// Leave one workload out: for each workload W of `link`, FitLink from
+/// UnfittedLinkPreset on the rows of the other workloads, then W's rows
+/// predicted by that fit. Every returned row's prediction comes from a fit
+/// that did not see it (the compute measured in the same run is an input
+/// of every prediction, never fitted).
+std::vector<CalibrationRow> HeldOutWorkloads(const std::string& link,
+                                             const std::string& shapes_dir);
+
+/// Across links: FitLink from UnfittedLinkPreset(fit_link) on every row of
+/// `fit_link`; its per-segment and per-tensor costs carried over to
+/// `predict_link`, whose bandwidth is its nominal rate (nothing of
+/// `predict_link`'s rows is fitted), then `predict_link`'s rows predicted.
+std::vector<CalibrationRow> HeldOutLink(const std::string& fit_link,
+                                        const std::string& predict_link,
+                                        const std::string& shapes_dir);
+
+/// Count within 25%, median and max |error| of `rows` (not empty).
+struct ErrorSummary {
+  std::size_t rows = 0, within_25 = 0;
+  double median = 0, max = 0;
+};
+ErrorSummary SummariseErrors(const std::vector<CalibrationRow>& rows);
 
 }  // namespace hvdtune::sim

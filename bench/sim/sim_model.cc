@@ -7,6 +7,7 @@
 
 #include "hvdtune/fusion.h"
 #include "hvdtune/grouping.h"
+#include "nccl_model.h"
 
 namespace hvdtune::sim {
 namespace {
@@ -19,7 +20,7 @@ double Log2Ceil(int p) { return p <= 1 ? 0.0 : std::ceil(std::log2(p)); }
 // (recursive halving reduce-scatter + doubling allgather) for large ones,
 // whichever is faster. Ranks are node-major, so the log2(N) steps between
 // nodes carry the data of all G ranks of a node through its NICs.
-double NativeSeconds(const Preset& p, const Cluster& c, double m) {
+double MpiNativeSeconds(const Preset& p, const Cluster& c, double m) {
   const int n = c.nodes, g = c.ranks_per_node, w = c.world();
   if (w <= 1) return 0;
   const double steps_inter = Log2Ceil(n), steps_intra = Log2Ceil(g);
@@ -38,6 +39,17 @@ double NativeSeconds(const Preset& p, const Cluster& c, double m) {
       2 * (inter_bytes / inter_bw_rank + intra_bytes / p.intra_bw) +
       (inter_bytes + intra_bytes) / p.reduce_bw;
   return std::min(doubling, halving);
+}
+
+// The library's own allreduce: ncclAllReduce on GPUs, MPI's on CPUs.
+double NativeSeconds(const Preset& p, const Cluster& c, double m) {
+  if (!p.gpu) return MpiNativeSeconds(p, c, m);
+  const NcclTopology t{.nodes = c.nodes,
+                       .ranks_per_node = c.ranks_per_node,
+                       .intra_bw = p.intra_bw,
+                       .inter_bw = p.inter_bw,
+                       .nvlink = p.nvlink};
+  return NcclAllreduce(t, m).seconds;
 }
 
 // The runtime's pipelined ring over `ranks` ranks whose slowest link has

@@ -16,7 +16,9 @@
 //    each fused buffer in pipeline chunks (copy in, allreduce, copy out);
 //  - per algorithm (native, ring, hierarchical) an alpha-beta cost with a
 //    reduction cost and the ring's segment pipeline (per-segment overhead,
-//    the last segment's reduction not overlapped);
+//    the last segment's reduction not overlapped); `native` is MPI's
+//    allreduce on CPU presets and NCCL's (its own cost model, ring or tree,
+//    whichever NCCL would pick) on GPU presets;
 //  - num_groups: a group of gradients is released only when all its
 //    members are ready;
 //  - CPU presets: the cycle thread shares the cores with compute, so the
@@ -56,6 +58,11 @@ struct Preset {
   /// Fraction of that CPU time taken from compute (shared cores); 0 on GPU
   /// machines.
   double cpu_share = 0;
+  /// The devices are GPUs: `native` is ncclAllReduce, priced by NCCL's own
+  /// cost model (nccl_model.h), not MPI's host algorithms.
+  bool gpu = false;
+  /// With `gpu`: the GPUs of a node talk over NVLink (else PCIe).
+  bool nvlink = false;
 };
 
 /// Built-in presets: "nvlink-ib", "pcie-25gbe", "cpu-10gbe" (scale

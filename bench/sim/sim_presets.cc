@@ -88,6 +88,8 @@ const std::vector<Preset>& Presets() {
     nv.cached_s = 0.3e-6;
     nv.request_s = 0.1e-6;
     nv.compute_scale = 1;
+    nv.gpu = true;
+    nv.nvlink = true;
 
     Preset pcie = nv;
     pcie.name = "pcie-25gbe";
@@ -100,6 +102,7 @@ const std::vector<Preset>& Presets() {
     pcie.reduce_bw = 300e9;
     pcie.copy_bw = 300e9;
     pcie.compute_scale = 1.5;
+    pcie.nvlink = false;
     return std::vector<Preset>{nv, pcie, cpu, shm, loop, emu1, emu10};
   }();
   return kPresets;

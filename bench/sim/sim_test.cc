@@ -8,6 +8,7 @@
 
 #include "calibration.h"
 #include "hvdtune/workloads/builtin.h"
+#include "nccl_model.h"
 #include "scale.h"
 
 namespace hvdtune::sim {
@@ -37,6 +38,143 @@ TEST(ClusterSim, HierarchicalBeatsFlatRingOnManyNodes) {
   const Preset& p = FindPreset("pcie-25gbe");
   EXPECT_LT(AllreduceSeconds(p, {64, 4}, 2, 4 << 20, 1 << 20),
             AllreduceSeconds(p, {64, 4}, 1, 4 << 20, 1 << 20));
+}
+
+// NCCL's cost model (what `native` is on GPU presets).
+NcclTopology Topology(const Preset& p, int nodes, int ranks_per_node) {
+  return {.nodes = nodes,
+          .ranks_per_node = ranks_per_node,
+          .intra_bw = p.intra_bw,
+          .inter_bw = p.inter_bw,
+          .nvlink = p.nvlink};
+}
+
+double BusBandwidth(const NcclTopology& t, double bytes, double seconds) {
+  const double n = t.nodes * t.ranks_per_node;
+  return bytes / seconds * 2 * (n - 1) / n;
+}
+
+// For a large buffer the ring's bus bandwidth approaches the slowest link
+// it crosses: a GPU's link inside a node alone, the node's NICs across.
+TEST(NcclModel, RingBusBandwidthApproachesTheLinkForLargeMessages) {
+  for (const char* name : {"nvlink-ib", "pcie-25gbe"}) {
+    const Preset& p = FindPreset(name);
+    struct Case {
+      int nodes, ranks_per_node;
+      double link;
+    };
+    for (const Case& c :
+         {Case{1, 8, p.intra_bw}, Case{16, 4, std::min(p.intra_bw, p.inter_bw)},
+          Case{128, 8, std::min(p.intra_bw, p.inter_bw)}}) {
+      const NcclTopology t = Topology(p, c.nodes, c.ranks_per_node);
+      // Bus bandwidth rises with the size, never above the link, and
+      // within 10% of it once the latency (2 (ranks - 1) steps) is paid
+      // back: 4 GiB on a few nodes, 64 GiB on 1,024 ranks.
+      double previous = 0;
+      for (double bytes = 1 << 20; bytes <= 64.0 * (1 << 30); bytes *= 4) {
+        const double bus =
+            BusBandwidth(t, bytes,
+                         NcclAllreduceSeconds(t, NcclAlgo::kRing,
+                                              NcclProto::kSimple, bytes));
+        EXPECT_GT(bus, previous);
+        EXPECT_LE(bus, c.link);
+        previous = bus;
+      }
+      EXPECT_GE(previous, 0.9 * c.link)
+          << name << " " << c.nodes << "x" << c.ranks_per_node;
+      // A small buffer is latency-bound, far from it.
+      const double small = 64 << 10;
+      EXPECT_LT(BusBandwidth(t, small,
+                             NcclAllreduceSeconds(t, NcclAlgo::kRing,
+                                                  NcclProto::kSimple, small)),
+                0.5 * c.link);
+    }
+  }
+}
+
+// The double binary tree pays log2(nodes) network latencies up and down,
+// the ring 2 (nodes - 1): across many nodes the tree wins small messages;
+// on a few nodes the ring wins large ones (its algbw is about busbw / 2
+// against the tree's 0.46 busbw).
+TEST(NcclModel, TreeBeatsRingAtSmallSizesAcrossManyNodes) {
+  for (const char* name : {"nvlink-ib", "pcie-25gbe"}) {
+    const NcclTopology t = Topology(FindPreset(name), 64, 8);
+    auto best_of = [&](NcclAlgo a, double bytes) {
+      double best = INFINITY;
+      for (NcclProto p :
+           {NcclProto::kLL, NcclProto::kLL128, NcclProto::kSimple}) {
+        best = std::min(best, NcclAllreduceSeconds(t, a, p, bytes));
+      }
+      return best;
+    };
+    for (double bytes : {4096.0, 65536.0}) {
+      EXPECT_LT(best_of(NcclAlgo::kTree, bytes),
+                best_of(NcclAlgo::kRing, bytes))
+          << name << " " << bytes;
+      EXPECT_EQ(NcclAllreduce(t, bytes).algo, NcclAlgo::kTree) << name;
+    }
+  }
+  // On a few nodes the ring's latency is paid back and its bandwidth wins.
+  const NcclTopology few = Topology(FindPreset("nvlink-ib"), 4, 8);
+  EXPECT_EQ(NcclAllreduce(few, 1 << 30).algo, NcclAlgo::kRing);
+  EXPECT_EQ(NcclAllreduce(few, 4096).algo, NcclAlgo::kTree);
+  // On one node, no network: at 8 GPUs the ring is as cheap in latency.
+  const NcclTopology one = Topology(FindPreset("nvlink-ib"), 1, 8);
+  EXPECT_EQ(NcclAllreduce(one, 1 << 30).algo, NcclAlgo::kRing);
+}
+
+// NCCL's pick costs more for more bytes, and LL128 only exists on NVLink.
+TEST(NcclModel, MonotonicInSizeAndLl128OnlyOnNvlink) {
+  for (const char* name : {"nvlink-ib", "pcie-25gbe"}) {
+    for (auto [nodes, g] :
+         {std::pair{1, 8}, std::pair{2, 4}, std::pair{512, 8}}) {
+      const NcclTopology t = Topology(FindPreset(name), nodes, g);
+      double previous = 0;
+      for (double m = 4; m <= 4.0 * (1 << 30); m *= 2) {
+        const double s = NcclAllreduce(t, m).seconds;
+        EXPECT_GT(s, previous) << name << " " << nodes << "x" << g << " " << m;
+        previous = s;
+      }
+    }
+  }
+  const NcclTopology pcie = Topology(FindPreset("pcie-25gbe"), 4, 4);
+  EXPECT_TRUE(std::isinf(
+      NcclAllreduceSeconds(pcie, NcclAlgo::kRing, NcclProto::kLL128, 1 << 20)));
+  const NcclTopology nv = Topology(FindPreset("nvlink-ib"), 4, 8);
+  EXPECT_TRUE(std::isfinite(
+      NcclAllreduceSeconds(nv, NcclAlgo::kRing, NcclProto::kLL128, 1 << 20)));
+}
+
+// `native` on a preset whose devices are GPUs is NCCL's allreduce; on the
+// CPU presets it stays MPI's (recursive doubling / Rabenseifner), which on
+// a multi-rank node pushes every rank's data through the NIC.
+TEST(NcclModel, GpuPresetsNativeIsNccl) {
+  for (const Preset& p : Presets()) {
+    const bool gpu = p.name == "nvlink-ib" || p.name == "pcie-25gbe";
+    EXPECT_EQ(p.gpu, gpu) << p.name;
+    for (double m : {4096.0, 1.0 * (1 << 20), 64.0 * (1 << 20)}) {
+      const Cluster c{16, 4};
+      const double native = AllreduceSeconds(p, c, 0, m, 1 << 20);
+      const double nccl =
+          p.call_s +
+          NcclAllreduce(Topology(p, c.nodes, c.ranks_per_node), m).seconds;
+      if (gpu) {
+        EXPECT_DOUBLE_EQ(native, nccl) << p.name << " " << m;
+      } else {
+        EXPECT_NE(native, nccl) << p.name << " " << m;
+      }
+    }
+  }
+  // What the old model got wrong: MPI's halving through a shared NIC is
+  // about G times slower than NCCL's ring on 64 MiB across 16 x 4 PCIe
+  // GPUs; NCCL's ring and the runtime's hierarchical allreduce both cross
+  // the NIC with the buffer once each way.
+  const Preset& pcie = FindPreset("pcie-25gbe");
+  const double m = 64.0 * (1 << 20);
+  const double nccl = AllreduceSeconds(pcie, {16, 4}, 0, m, 1 << 20);
+  const double hierarchical = AllreduceSeconds(pcie, {16, 4}, 2, m, 1 << 20);
+  EXPECT_LT(nccl, 1.2 * hierarchical);
+  EXPECT_GT(nccl, 0.8 * hierarchical);
 }
 
 TEST(ClusterSim, CacheOffCostsPerTensorAndRank) {
@@ -161,10 +299,10 @@ TEST(ClusterSim, PresetConstantsMinimiseTheCalibrationError) {
   }
 }
 
-// The emulated cluster (tools/cluster.sh, 2 x 2 ranks): what the presets of
-// its links are for is to predict a training step there, every workload and
-// algorithm, within 25% in at least 90% of the measured rows.
-TEST(ClusterSim, EmulatedClusterStepsPredictedWithin25PercentIn90Percent) {
+// The emulated cluster (tools/cluster.sh, 2 x 2 ranks): the fitted presets
+// reproduce the rows they were fitted to (fit quality, not prediction; the
+// next test is the prediction).
+TEST(ClusterSim, EmulatedClusterFitWithin25PercentIn90PercentOfItsRows) {
   const auto links = EmulatedLinks();
   ASSERT_NE(std::find(links.begin(), links.end(), "1gbe"), links.end());
   ASSERT_NE(std::find(links.begin(), links.end(), "10gbe"), links.end());
@@ -181,6 +319,48 @@ TEST(ClusterSim, EmulatedClusterStepsPredictedWithin25PercentIn90Percent) {
   }
   ASSERT_GE(rows, 12u);
   EXPECT_GE(within, (rows * 9 + 9) / 10) << within << " of " << rows;
+}
+
+// What the emulated cluster's model is for is prediction: on rows no fit
+// saw (each workload predicted by a fit on the other two; each link by the
+// other link's fit with its own nominal rate), at least 80% within 25%, the
+// median within 15%, none off by more than 50%.
+TEST(ClusterSim, EmulatedClusterPredictsHeldOutRows) {
+  std::vector<CalibrationRow> held;
+  for (const std::string& link : EmulatedLinks()) {
+    for (CalibrationRow& r : HeldOutWorkloads(link, Shapes())) {
+      held.push_back(std::move(r));
+    }
+    for (const std::string& other : EmulatedLinks()) {
+      if (other == link) continue;
+      for (CalibrationRow& r : HeldOutLink(other, link, Shapes())) {
+        held.push_back(std::move(r));
+      }
+    }
+  }
+  ASSERT_GE(held.size(), 24u);
+  const ErrorSummary e = SummariseErrors(held);
+  EXPECT_GE(e.within_25 * 10, e.rows * 8) << e.within_25 << " of " << e.rows;
+  EXPECT_LE(e.median, 0.15);
+  EXPECT_LE(e.max, 0.5);
+  for (const CalibrationRow& r : held) {
+    EXPECT_LE(std::abs(r.error()), 0.5)
+        << r.bench << ": " << r.workload << " " << r.algorithm;
+  }
+}
+
+// A held-out fit starts from nothing fitted: no emulated preset's fitted
+// constant is where it starts.
+TEST(ClusterSim, HeldOutFitsStartUnfitted) {
+  for (const std::string& link : EmulatedLinks()) {
+    const Preset start = UnfittedLinkPreset(link);
+    const Preset& fitted = FindPreset(EmulatedPresetName(link));
+    EXPECT_NE(start.inter_bw, fitted.inter_bw);
+    EXPECT_NE(start.segment_s, fitted.segment_s);
+    EXPECT_EQ(start.segment_s, FindPreset("cpu-shm").segment_s);
+    EXPECT_EQ(start.inter_bw, NominalLinkBandwidth(link));
+  }
+  EXPECT_THROW(NominalLinkBandwidth("25gbe"), std::invalid_argument);
 }
 
 // Their fitted constants are the fit's: 10% either way predicts the steps
@@ -231,10 +411,10 @@ TEST(ClusterSim, PolicyRunIsReproducibleAndBeatsNothingWorse) {
 }
 
 TEST(ClusterSim, CostOfTuningAddsUpTheRecordedSamples) {
-  // bert-base on PCIe + 25 GbE: the default is ~3x from the best, so the
-  // run explores configurations both sides of it and freezes on a faster
-  // one.
-  Scenario s{"t", "pcie-25gbe", {2, 4}, "bert-base", 0.05};
+  // bert-base on CPU nodes + 10 GbE: the default (MPI's allreduce through
+  // a shared NIC) is ~2x from the best, so the run explores configurations
+  // both sides of it and freezes on a faster one.
+  Scenario s{"t", "cpu-10gbe", {2, 4}, "bert-base", 0.05};
   const Problem p(s, Shapes());
   Exploration e;
   const Incumbents with = RunHvdtune(p, 11, &e);
@@ -278,8 +458,8 @@ TEST(ClusterSim, CostOfTuningAddsUpTheRecordedSamples) {
   EXPECT_GT(c.explore_cost, 0);
   EXPECT_LT(c.explore_cost, 1);
   EXPECT_NEAR(c.gain, p.Score(with[1]) / def, 1e-12);
-  EXPECT_GT(c.gain, 2) << "the frozen configuration is far ahead of the "
-                          "default here";
+  EXPECT_GT(c.gain, 1.5) << "the frozen configuration is far ahead of the "
+                            "default here";
   EXPECT_NEAR(c.loss_seconds, true_loss, 1e-12 * std::abs(true_loss) + 1e-15);
   if (c.loss_seconds > 0) {
     EXPECT_NEAR(c.payback_seconds, c.loss_seconds / (c.gain - 1),
@@ -324,10 +504,10 @@ TEST(ClusterSim, CostOfTuningEdgeCases) {
 }
 
 TEST(ClusterSim, TransferFromASmallerJobReachesTheOptimumSooner) {
-  // bert-base on PCIe + 25 GbE: the defaults are ~3x from the best, so a
-  // fresh run must explore; the samples of the same model on half the
+  // bert-base on CPU nodes + 10 GbE: the defaults are ~2x from the best,
+  // so a fresh run must explore; the samples of the same model on half the
   // nodes point the policy at the good region.
-  Scenario small{"s", "pcie-25gbe", {2, 4}, "bert-base", 0.05};
+  Scenario small{"s", "cpu-10gbe", {2, 4}, "bert-base", 0.05};
   Scenario big = small;
   big.cluster.nodes = 4;
   const Problem source(small, Shapes()), target(big, Shapes());

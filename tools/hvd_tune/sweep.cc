@@ -8,9 +8,11 @@
 // complete.
 #include <fmt/format.h>
 #include <mpi.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -139,9 +141,25 @@ void AgreeOk(int rank, const std::string& error, bool usage) {
 Strategy ParseStrategy(const std::string& s) {
   if (s == "grid") return Strategy::kGrid;
   if (s == "random") return Strategy::kRandom;
+  if (s == "lhs") return Strategy::kLhs;
   if (s == "bayes") return Strategy::kBayes;
   throw UsageError("--strategy: unknown strategy '" + s +
-                   "' (expected grid, random or bayes)");
+                   "' (expected grid, random, lhs or bayes)");
+}
+
+// Whether this process may lower its nice value by the boost's tuning range,
+// as a tuned job checks before it puts the boost in its space. Tries, then
+// puts the value back (raising it needs no privilege).
+bool CanBoost() {
+  errno = 0;
+  const int now = getpriority(PRIO_PROCESS, 0);
+  if (errno != 0) return false;
+  const int levels =
+      static_cast<int>(GetKnobSpec(KnobId::kCycleThreadBoost).tune_max);
+  const int target = std::max(-20, now - levels);
+  if (target == now || setpriority(PRIO_PROCESS, 0, target) != 0) return false;
+  setpriority(PRIO_PROCESS, 0, now);
+  return true;
 }
 
 int RunSweep(const SweepOptions& opt, int argc, char** argv) {
@@ -193,6 +211,7 @@ int RunSweep(const SweepOptions& opt, int argc, char** argv) {
       ps.repeats = opt.repeats;
       ps.seed = opt.seed;
       ps.multi_node = rt.cross_size() > 1;
+      ps.priority_raisable = CanBoost();
       ps.grid = axes;
       plan = MakePlan(ps, config.knobs);
     } catch (const UsageError& e) {
@@ -370,10 +389,14 @@ Command AddSweepCommand(CLI::App& app, int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--strategy", opt->strategy,
                   "grid (default grid or --grid axes), random (points of the "
-                  "tuner's search space) or bayes (the tuner's optimizer)");
+                  "tuner's search space), lhs (a space-filling Latin "
+                  "hypercube of it: every tuned knob, each combination of "
+                  "the categorical ones in turn) or bayes (the tuner's "
+                  "optimizer)");
   sub->add_option("--budget", opt->budget,
                   "configurations to measure (default: the whole grid; 20 "
-                  "for random and bayes)")
+                  "for random, lhs and bayes; lhs measures the initial knobs "
+                  "on top)")
       ->check(CLI::Range(1, 100000));
   sub->add_option("--repeats", opt->repeats, "samples per configuration")
       ->check(CLI::Range(1, 1000));

@@ -10,6 +10,7 @@
 #include "hvdtune/knob_space.h"
 #include "hvdtune/status.h"
 #include "hvdtune/tuner/bayes_optimizer.h"
+#include "hvdtune/tuner/initial_design.h"
 
 namespace hvdtune::cli {
 namespace {
@@ -78,9 +79,9 @@ class BayesPlan final : public SweepPlan {
     return s;
   }
 
-  BayesPlan(const KnobConfig& config, bool multi_node, int budget, int repeats,
-            std::uint64_t seed)
-      : space_(config, multi_node, /*app_groups=*/false),
+  BayesPlan(const KnobConfig& config, const KnobSpace::Scope& scope, int budget,
+            int repeats, std::uint64_t seed)
+      : space_(config, scope),
         initial_(config.values),
         budget_(budget),
         repeats_(repeats),
@@ -138,9 +139,9 @@ std::vector<KnobSettings> GridPoints(const KnobSettings& base,
 }
 
 std::vector<KnobSettings> RandomPoints(const KnobConfig& config,
-                                       bool multi_node, int count,
+                                       const KnobSpace::Scope& scope, int count,
                                        std::uint64_t seed) {
-  const KnobSpace space(config, multi_node, false);
+  const KnobSpace space(config, scope);
   const tuner::SearchSpace& s = space.space();
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -154,6 +155,46 @@ std::vector<KnobSettings> RandomPoints(const KnobConfig& config,
       u[s.num_continuous() + static_cast<int>(c)] = pick(rng);
     }
     points.push_back(space.FromConfig(s.FromUnit(u), config.values));
+  }
+  return points;
+}
+
+// The initial knobs, then `count` points: a maximin Latin hypercube over the
+// continuous knobs (in the tuner's unit space, so log-scaled knobs are
+// spread over their decades) and the categorical knobs' combinations taken
+// in turn, shuffled against it, so no combination is left out while there
+// are at least as many points as combinations.
+std::vector<KnobSettings> LatinHypercubePoints(const KnobConfig& config,
+                                               const KnobSpace::Scope& scope,
+                                               int count, std::uint64_t seed) {
+  const KnobSpace space(config, scope);
+  const tuner::SearchSpace& s = space.space();
+  std::mt19937_64 rng(seed);
+  const std::vector<int> categories = s.CategoryCounts();
+  std::vector<Eigen::VectorXd> unit =
+      tuner::LatinHypercube(count, s.num_continuous(), categories, rng,
+                            /*tries=*/50);
+  int combinations = 1;
+  for (int c : categories) combinations *= c;
+  std::vector<int> turn(static_cast<std::size_t>(count));
+  // Whole blocks of every combination, the last block a random part of one.
+  std::vector<int> block(static_cast<std::size_t>(combinations));
+  for (int i = 0; i < count; ++i) {
+    if (i % combinations == 0) {
+      for (int k = 0; k < combinations; ++k) block[k] = k;
+      std::shuffle(block.begin(), block.end(), rng);
+    }
+    turn[i] = block[i % combinations];
+  }
+  std::shuffle(turn.begin(), turn.end(), rng);
+  std::vector<KnobSettings> points = {config.values};
+  for (int i = 0; i < count; ++i) {
+    int rest = turn[i];
+    for (std::size_t c = 0; c < categories.size(); ++c) {
+      unit[i][s.num_continuous() + static_cast<int>(c)] = rest % categories[c];
+      rest /= categories[c];
+    }
+    points.push_back(space.FromConfig(s.FromUnit(unit[i]), config.values));
   }
   return points;
 }
@@ -226,7 +267,10 @@ std::unique_ptr<SweepPlan> MakePlan(const PlanSettings& settings,
     return std::make_unique<FixedPlan>(std::move(points), settings.repeats,
                                        settings.seed);
   }
-  if (KnobSpace(config, settings.multi_node, false).empty()) {
+  const KnobSpace::Scope scope{.multi_node = settings.multi_node,
+                               .app_groups = false,
+                               .priority_raisable = settings.priority_raisable};
+  if (KnobSpace(config, scope).empty()) {
     throw UsageError(
         "--strategy: every tunable knob is pinned in the "
         "environment; nothing to sweep");
@@ -234,11 +278,16 @@ std::unique_ptr<SweepPlan> MakePlan(const PlanSettings& settings,
   const int budget = settings.budget > 0 ? settings.budget : 20;
   if (settings.strategy == Strategy::kRandom) {
     return std::make_unique<FixedPlan>(
-        RandomPoints(config, settings.multi_node, budget, settings.seed),
+        RandomPoints(config, scope, budget, settings.seed), settings.repeats,
+        settings.seed);
+  }
+  if (settings.strategy == Strategy::kLhs) {
+    return std::make_unique<FixedPlan>(
+        LatinHypercubePoints(config, scope, budget, settings.seed),
         settings.repeats, settings.seed);
   }
-  return std::make_unique<BayesPlan>(config, settings.multi_node, budget,
-                                     settings.repeats, settings.seed);
+  return std::make_unique<BayesPlan>(config, scope, budget, settings.repeats,
+                                     settings.seed);
 }
 
 std::vector<KnobId> VariedKnobs(const std::vector<KnobSettings>& points) {

@@ -1,6 +1,7 @@
 // Which configurations a sweep measures, and in what order: a grid, random
-// points of the tuner's own search space, or the tuner's Bayesian
-// optimizer. Rank 0 alone plans; every visit is one scored sample.
+// or space-filling (Latin hypercube) points of the tuner's own search
+// space, or the tuner's Bayesian optimizer. Rank 0 alone plans; every visit is
+// one scored sample.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 
 namespace hvdtune::cli {
 
-enum class Strategy { kGrid, kRandom, kBayes };
+enum class Strategy { kGrid, kRandom, kLhs, kBayes };
 
 /// One knob of a grid and the values it takes.
 struct GridAxis {
@@ -57,16 +58,24 @@ struct PlanSettings {
   int repeats = 3;
   std::uint64_t seed = 1;
   bool multi_node = false;
+  /// The process may raise the cycle thread's priority: the boost is part
+  /// of the tuner's space (with more than one node), as in a tuned job.
+  bool priority_raisable = false;
   /// Grid only; empty = DefaultGrid().
   std::vector<GridAxis> grid;
 };
 
-/// Grid and random plans visit every point `repeats` times, one round after
-/// the other in a shuffled order each round (so slow drifts of the machine
-/// spread over all points); a Bayesian plan measures each suggestion
-/// `repeats` times in a row and tells the optimizer their median. Random
-/// and Bayesian plans start with the initial knobs. Throws UsageError when
-/// nothing is left to tune.
+/// Grid, random and Latin-hypercube plans visit every point `repeats`
+/// times, one round after the other in a shuffled order each round (so slow
+/// drifts of the machine spread over all points); a Bayesian plan measures
+/// each suggestion `repeats` times in a row and tells the optimizer their
+/// median. Random, Latin-hypercube and Bayesian plans start with the initial
+/// knobs; a Latin-hypercube plan of budget n adds n points to them over
+/// every knob the tuner would tune: each continuous knob has one point in
+/// each 1/n of its (log or linear) tuning range, and the combinations of the
+/// categorical knobs (algorithm, on/off knobs) take turns, so each
+/// combination appears n / combinations times (+1 for some). Throws
+/// UsageError when nothing is left to tune.
 std::unique_ptr<SweepPlan> MakePlan(const PlanSettings& settings,
                                     const KnobConfig& config);
 

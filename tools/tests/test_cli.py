@@ -10,6 +10,7 @@ real processes and real files.
 """
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -158,6 +159,34 @@ def test_strategies():
               "cycle_time" not in result["varied"],
               f"{strategy}: the pinned cycle time is never swept")
         check("fusion_threshold" in result["varied"], f"{strategy}: {result['varied']}")
+    # lhs: the initial knobs, then a Latin hypercube over every tuned knob:
+    # each continuous knob has one point in each 1/12 of its log range, and
+    # each (algorithm, cache on/off) combination (3 x 2) appears twice.
+    p = run(MPIRUN + ["-np", "2", ARGS.hvd_tune, "sweep", *WORKLOAD,
+                      "--strategy", "lhs", "--budget", "12", "--repeats", "1",
+                      "--steps-per-sample", "1", "--warmup-steps", "0",
+                      "--confirm-top", "0", "--no-store", "--json"],
+            env={"HOROVOD_CYCLE_TIME": "1.5"})
+    result = json.loads(p.stdout)
+    points = [pt["knobs"] for pt in result["points"]]
+    check(len(points) == 13, "lhs: the initial knobs and 12 points")
+    initial = dict(defaults, cycle_time=1.5)
+    check(initial in points, "lhs: the initial knobs are measured")
+    design = list(points)
+    design.remove(initial)
+    combos = {}
+    for k in design:
+        key = (k["allreduce_algorithm"], k["cache_capacity"] > 0)
+        combos[key] = combos.get(key, 0) + 1
+    check(len(combos) == 6 and set(combos.values()) == {2},
+          f"lhs: every algorithm x cache combination twice: {combos}")
+    for knob, lo, hi in (("fusion_threshold", 1 << 20, 256 << 20),
+                         ("ring_segment_bytes", 16 << 10, 16 << 20)):
+        strata = {min(11, int(12 * math.log(k[knob] / lo) / math.log(hi / lo)))
+                  for k in design}
+        check(len(strata) == 12, f"lhs: {knob} in every 1/12 of its range")
+    check(all(k["cycle_time"] == 1.5 for k in points),
+          "lhs: the pinned cycle time is never swept")
     print("strategies: ok")
 
 
