@@ -16,7 +16,10 @@
 # host's (the first Debian URI in /etc/apt/sources.list*), or
 # $FRESH_DEBIAN_MIRROR; the chroot's apt sources are the host's Debian ones
 # (bookworm, -updates, -security), as on an installed machine. Downloaded
-# packages are cached in /var/cache/hvdtune-debootstrap between runs.
+# packages are cached in /var/cache/hvdtune-debootstrap between runs. Of
+# the host it takes only the network's settings: its resolver, proxy
+# variables, and local CA certificates (/usr/local/share/ca-certificates,
+# where a TLS proxy sits between this machine and npm's registry).
 # Exit status: 0 when both commands succeed, else 1.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -142,6 +145,13 @@ if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
   rm -f "$dir/etc/apt/sources.list"
 fi
 cp -L /etc/resolv.conf "$dir/etc/resolv.conf"
+# Where this network puts a TLS proxy in the way (npm's registry is reached
+# over https), its own CA certificates: the ca-certificates package that
+# setup.sh installs adds them to the chroot's bundle.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$dir/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$dir/usr/local/share/ca-certificates/"
+fi
 
 # The chroot's root is a mount point (ip netns exec remounts /sys and makes
 # / a slave mount: both need / to be one), with the kernel file systems and
@@ -158,10 +168,16 @@ mount -t tmpfs -o mode=0755 run "$dir/run"
 git clone -q "$root" "$dir/root/hvdtune"
 log "cloned $(git -C "$dir/root/hvdtune" rev-parse --short HEAD) into $dir/root/hvdtune"
 
-# Runs $1 in the chroot as a fresh root login would: clean environment.
+# Runs $1 in the chroot as a fresh root login would: a clean environment,
+# but for the host's network settings (proxies; node's extra CA bundle, the
+# file of that name in the chroot).
 in_chroot() {
+  local net=() v
+  for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY NODE_EXTRA_CA_CERTS; do
+    [[ -n ${!v:-} ]] && net+=("$v=${!v}")
+  done
   chroot "$dir" /usr/bin/env -i HOME=/root TERM=dumb \
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${net[@]}" \
     /bin/bash -c "cd /root/hvdtune && $1"
 }
 status=0
@@ -169,10 +185,10 @@ run_step() { # NAME COMMAND
   local t0 rc
   t0=$(date +%s)
   log "$1: $2"
-  set +e
-  in_chroot "$2" >"$logs/$1.log" 2>&1
-  rc=$?
-  set -e
+  # In the background, so that a signal to this script is handled at once.
+  in_chroot "$2" >"$logs/$1.log" 2>&1 &
+  rc=0
+  wait $! || rc=$?
   log "$1: exit $rc after $(($(date +%s) - t0)) s (log: $logs/$1.log)"
   ((rc == 0)) || status=1
   return 0

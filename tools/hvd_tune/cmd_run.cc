@@ -33,7 +33,7 @@ int RunLaunch(const RunOptions& opt) {
       }
       fmt::print("# hostfile {}: {}\n", launch.hostfile, lines);
     }
-    fmt::print("{}\n", ShellJoin(launch.argv));
+    fmt::print("{}\n", DisplayCommand(launch));
     std::fflush(stdout);
     if (opt.dry_run) return kExitOk;
   }
@@ -51,6 +51,11 @@ int RunLaunch(const RunOptions& opt) {
     argv.push_back(const_cast<char*>(a.c_str()));
   }
   argv.push_back(nullptr);
+  // What goes to the ranks by name (-x NAME) is in mpirun's environment,
+  // inherited from this one, never on its command line.
+  for (const auto& [name, value] : launch.environment) {
+    setenv(name.c_str(), value.c_str(), 1);
+  }
   const pid_t pid = fork();
   if (pid < 0) throw Failure(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {

@@ -2,16 +2,19 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "common.h"
 #include "hvdtune/config.h"
 #include "hvdtune/status.h"
+#include "hvdtune/store/store.h"
 
 extern char** environ;
 
@@ -154,7 +157,11 @@ Launch BuildLaunch(const LaunchOptions& opt, const LaunchHost& host) {
     set("HOROVOD_METRICS_PORT", std::to_string(*opt.metrics_port),
         "--metrics-port");
   }
-  if (!opt.db.empty()) set("HOROVOD_AUTOTUNE_DB", opt.db, "--db");
+  if (!opt.db.empty()) {
+    set("HOROVOD_AUTOTUNE_DB", opt.db, "--db");
+    launch.vars.back().by_name = true;
+    launch.environment.emplace_back("HOROVOD_AUTOTUNE_DB", opt.db);
+  }
 
   // The launching environment's own settings travel too (a flag wins).
   std::map<std::string, std::string> env;
@@ -165,7 +172,10 @@ Launch BuildLaunch(const LaunchOptions& opt, const LaunchHost& host) {
   std::map<std::string, std::string> flags;
   for (const Launch::Var& v : launch.vars) flags[v.name] = v.flag;
   for (const auto& [name, value] : env) {
-    if (Tuning(name) && flags.count(name) == 0) set(name, value, "");
+    if (Tuning(name) && flags.count(name) == 0) {
+      set(name, value, "");
+      launch.vars.back().by_name = true;
+    }
   }
   // Every rank would refuse a bad value at init: say so now, naming the
   // flag (or the variable) instead.
@@ -219,7 +229,7 @@ Launch BuildLaunch(const LaunchOptions& opt, const LaunchHost& host) {
   std::stringstream extra(opt.mpi_args);
   for (std::string word; extra >> word;) a.push_back(word);
   for (const Launch::Var& v : launch.vars) {
-    a.insert(a.end(), {"-x", v.name + "=" + v.value});
+    a.insert(a.end(), {"-x", v.by_name ? v.name : v.name + "=" + v.value});
   }
   a.insert(a.end(), opt.command.begin(), opt.command.end());
   return launch;
@@ -243,6 +253,70 @@ std::string ShellJoin(const std::vector<std::string>& argv) {
     out += '\'';
   }
   return out;
+}
+
+std::string DisplayCommand(const Launch& launch) {
+  std::string out;
+  for (const auto& [name, value] : launch.environment) {
+    out += name + "=" + ShellJoin({RedactedLocation(value)}) + " ";
+  }
+  return out + ShellJoin(launch.argv);
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> PasswordSpans(
+    std::string_view text) {
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  for (std::string_view scheme : {"postgresql://", "postgres://"}) {
+    for (std::size_t at = text.find(scheme); at != std::string_view::npos;
+         at = text.find(scheme, at + 1)) {
+      if (scheme == "postgres://" && at >= 2 &&
+          text.substr(at - 2, 2) == "ql") {
+        continue;  // the tail of postgresql://, seen already
+      }
+      const std::size_t from = at + scheme.size();
+      const std::size_t uri_end =
+          std::min(text.size(), text.find_first_of(" \t\n'\"", from));
+      const std::string_view uri = text.substr(0, uri_end);
+      // libpq: scheme://[user[:password]@]host..., the user part ending at
+      // the first '@' before any '/'.
+      const std::size_t end = uri.find_first_of("@/", from);
+      if (end != std::string_view::npos && uri[end] == '@') {
+        const std::size_t colon = uri.find(':', from);
+        if (colon < end) spans.emplace_back(colon + 1, end - colon - 1);
+      }
+      // ...?password=...&...: the value up to the next '&'.
+      const std::size_t query = uri.find('?', from);
+      if (query == std::string_view::npos) continue;
+      for (std::size_t p = query + 1; p < uri.size();) {
+        std::size_t amp = uri.find('&', p);
+        if (amp == std::string_view::npos) amp = uri.size();
+        constexpr std::string_view kKey = "password=";
+        if (uri.substr(p, amp - p).starts_with(kKey)) {
+          spans.emplace_back(p + kKey.size(), amp - p - kKey.size());
+        }
+        p = amp + 1;
+      }
+    }
+  }
+  std::sort(spans.begin(), spans.end());
+  return spans;
+}
+
+std::string RedactedLocation(const std::string& location) {
+  std::string out = location;
+  const auto spans = PasswordSpans(location);
+  for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+    out.replace(it->first, it->second, "***");
+  }
+  return out;
+}
+
+void MaskPasswordArguments(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    for (const auto& [at, n] : PasswordSpans(argv[i])) {
+      std::fill_n(argv[i] + at, n, '*');
+    }
+  }
 }
 
 }  // namespace hvdtune::cli

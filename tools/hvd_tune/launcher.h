@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,11 +52,18 @@ struct LaunchHost {
 struct Launch {
   std::vector<std::string> argv;
   /// Variables set for every rank: (name, value, the flag that set it;
-  /// empty for one forwarded from the environment).
+  /// empty for one forwarded from the environment). A variable of the
+  /// launching environment, and the store location (--db: it may carry a
+  /// password), reach the ranks by name (`-x NAME`): its value is never on
+  /// a command line.
   struct Var {
     std::string name, value, flag;
+    bool by_name = false;
   };
   std::vector<Var> vars;
+  /// Set in mpirun's own environment before it runs (NAME, value): the
+  /// flag-set variables passed by name.
+  std::vector<std::pair<std::string, std::string>> environment;
   /// With fake nodes: the hostfile to write before running.
   std::string hostfile, hostfile_text;
 };
@@ -69,5 +77,24 @@ LaunchHost ProbeLaunchHost();
 
 /// `argv` as one shell-quoted line.
 std::string ShellJoin(const std::vector<std::string>& argv);
+
+/// The command as --dry-run and --verbose print it: `launch.environment`
+/// as NAME=VALUE words before the argv, every store location's password
+/// replaced by ***.
+std::string DisplayCommand(const Launch& launch);
+
+/// Where `text` holds a PostgreSQL URI's password (a user:PASSWORD@ part or
+/// a password=PASSWORD parameter): (offset, length) pairs, in order.
+std::vector<std::pair<std::size_t, std::size_t>> PasswordSpans(
+    std::string_view text);
+
+/// A config store location (or any text) with every password in a
+/// PostgreSQL URI replaced by ***; anything else unchanged.
+std::string RedactedLocation(const std::string& location);
+
+/// Overwrites, in place, every URI password in argv[1..argc) with '*': what
+/// /proc/PID/cmdline and ps show of this process from then on. The caller
+/// copies its arguments first.
+void MaskPasswordArguments(int argc, char** argv);
 
 }  // namespace hvdtune::cli
