@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string_view>
@@ -53,7 +54,113 @@ int SlotsOf(const std::string& hosts) {
   return total;
 }
 
+// (host, ranks on it) in the order Open MPI's default by-slot mapping fills
+// them: every slot of the first host, then the next.
+std::vector<std::pair<std::string, int>> RanksPerHost(const std::string& hosts,
+                                                      int np) {
+  std::vector<std::pair<std::string, int>> out;
+  std::stringstream in(hosts);
+  int left = np;
+  for (std::string item; left > 0 && std::getline(in, item, ',');) {
+    const auto colon = item.find(':');
+    const int slots =
+        colon == std::string::npos ? 1 : std::stoi(item.substr(colon + 1));
+    const int here = std::min(slots, left);
+    out.emplace_back(item.substr(0, colon), here);
+    left -= here;
+  }
+  return out;
+}
+
+bool Loopback(const std::string& address) {
+  return address.starts_with("127.") || address == "::1" ||
+         address == "localhost";
+}
+
+// The targets file: every rank's endpoint, base port + local rank, as one
+// target group per host. Throws UsageError where they cannot be known.
+void PlanTargets(const LaunchOptions& opt, const LaunchHost& host,
+                 const TelemetrySettings& telemetry, Launch& launch) {
+  const std::string flag = "--prometheus-targets: ";
+  if (telemetry.metrics_port <= 0) {
+    throw UsageError(
+        flag +
+        "needs a fixed base port (--metrics-port or "
+        "HOROVOD_METRICS_PORT greater than 0): with " +
+        (telemetry.metrics_port == 0 ? "0 (any free port)" : "none") +
+        " no endpoint can be listed");
+  }
+  if (opt.fake_nodes > 0) {
+    throw UsageError(flag +
+                     "emulated nodes share this machine's address, so their "
+                     "ranks' ports would collide; use it with -H or on one "
+                     "machine");
+  }
+  const std::string& bind = telemetry.metrics_address;
+  const bool every = bind == "0.0.0.0" || bind == "::";
+  std::vector<std::pair<std::string, int>> groups;
+  if (opt.hosts.empty()) {
+    groups.emplace_back(every ? host.hostname : bind, opt.np);
+  } else {
+    groups = RanksPerHost(opt.hosts, opt.np);
+    int listed = 0;
+    for (const auto& g : groups) listed += g.second;
+    if (listed < opt.np) {
+      throw UsageError(flag + "-H has slots for " + std::to_string(listed) +
+                       " ranks, not " + std::to_string(opt.np) +
+                       ": which host runs the rest is Open MPI's choice");
+    }
+    for (auto& [name, n] : groups) {
+      if (every) continue;
+      if (!Loopback(name)) {
+        throw UsageError(
+            flag + "the ranks on " + name + " would bind " + bind +
+            " (HVDTUNE_METRICS_ADDRESS), which Prometheus cannot reach "
+            "from elsewhere: set HVDTUNE_METRICS_ADDRESS=0.0.0.0");
+      }
+      name = bind;
+    }
+  }
+  Json doc = Json::array();
+  for (const auto& [name, n] : groups) {
+    const std::string at =
+        name.find(':') != std::string::npos ? "[" + name + "]" : name;
+    Json targets = Json::array();
+    for (int local = 0; local < n; ++local) {
+      launch.targets.push_back(at + ":" +
+                               std::to_string(telemetry.metrics_port + local));
+      targets.push_back(launch.targets.back());
+    }
+    doc.push_back({{"targets", targets}, {"labels", {{"node", name}}}});
+  }
+  launch.targets_file = opt.prometheus_targets;
+  launch.targets_text = doc.dump(2) + "\n";
+}
+
 }  // namespace
+
+void WriteTargetsFile(const Launch& launch) {
+  const std::filesystem::path file = launch.targets_file;
+  const std::filesystem::path tmp =
+      file.string() + ".tmp." + std::to_string(getpid());
+  std::error_code ec;
+  if (file.has_parent_path()) {
+    std::filesystem::create_directories(file.parent_path(), ec);
+  }
+  {
+    std::ofstream out(tmp);
+    out << launch.targets_text;
+    if (!out.flush()) {
+      throw Failure("cannot write the Prometheus targets file " + tmp.string());
+    }
+  }
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    throw Failure("cannot write the Prometheus targets file " + file.string() +
+                  ": " + ec.message());
+  }
+}
 
 LaunchHost ProbeLaunchHost() {
   LaunchHost host;
@@ -77,6 +184,8 @@ LaunchHost ProbeLaunchHost() {
     host.fake_node_dir = d;
   }
   for (char** e = environ; e && *e; ++e) host.environ.emplace_back(*e);
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) == 0 && name[0]) host.hostname = name;
   return host;
 }
 
@@ -181,12 +290,14 @@ Launch BuildLaunch(const LaunchOptions& opt, const LaunchHost& host) {
   // flag (or the variable) instead.
   std::map<std::string, std::string> merged = env;
   for (const Launch::Var& v : launch.vars) merged[v.name] = v.value;
+  RuntimeConfig parsed;
   try {
-    ParseConfig([&](std::string_view name) -> std::optional<std::string> {
-      const auto it = merged.find(std::string(name));
-      if (it == merged.end()) return std::nullopt;
-      return it->second;
-    });
+    parsed =
+        ParseConfig([&](std::string_view name) -> std::optional<std::string> {
+          const auto it = merged.find(std::string(name));
+          if (it == merged.end()) return std::nullopt;
+          return it->second;
+        });
   } catch (const ConfigError& e) {
     const std::string what = e.what();
     for (const auto& [name, flag] : flags) {
@@ -195,6 +306,9 @@ Launch BuildLaunch(const LaunchOptions& opt, const LaunchHost& host) {
       }
     }
     throw UsageError("environment: " + what);
+  }
+  if (!opt.prometheus_targets.empty()) {
+    PlanTargets(opt, host, parsed.telemetry, launch);
   }
 
   std::vector<std::string>& a = launch.argv;

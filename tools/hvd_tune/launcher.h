@@ -30,6 +30,9 @@ struct LaunchOptions {
   std::string timeline_filename;
   bool timeline_mark_cycles = false;
   std::optional<int> metrics_port;
+  /// Where to write a Prometheus file_sd targets file listing every rank's
+  /// metrics endpoint (empty: none).
+  std::string prometheus_targets;
   std::string db;
   /// Extra mpirun arguments, split on spaces.
   std::string mpi_args;
@@ -47,6 +50,9 @@ struct LaunchHost {
   std::string fake_node_dir = "/tmp/hvdtune-fake-nodes";
   /// The launching environment ("NAME=value").
   std::vector<std::string> environ;
+  /// This machine's host name (a target's host when the ranks bind every
+  /// interface).
+  std::string hostname = "localhost";
 };
 
 struct Launch {
@@ -66,11 +72,19 @@ struct Launch {
   std::vector<std::pair<std::string, std::string>> environment;
   /// With fake nodes: the hostfile to write before running.
   std::string hostfile, hostfile_text;
+  /// With --prometheus-targets: the file, its JSON text (one target group
+  /// per host, label `node`), and the targets in rank order.
+  std::string targets_file, targets_text;
+  std::vector<std::string> targets;
 };
 
 /// Builds the mpirun command. Throws UsageError naming the flag at fault,
 /// including a value the runtime would reject (checked with ParseConfig).
 Launch BuildLaunch(const LaunchOptions& opt, const LaunchHost& host);
+
+/// Writes launch.targets_text to launch.targets_file as Prometheus wants
+/// it: a new file renamed over the old one. Throws Failure.
+void WriteTargetsFile(const Launch& launch);
 
 /// The facts of this machine and process.
 LaunchHost ProbeLaunchHost();

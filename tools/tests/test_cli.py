@@ -706,3 +706,85 @@ def test_password(pg_server):
     runs = pg_server.psql("secret", "SELECT COUNT(*) FROM runs").stdout.strip()
     check(int(runs) >= 2, f"runs on the server: {runs}")
     print(f"password: ok ({watch.scans} scans of /proc)")
+
+
+def free_ports(n):
+    """A base port with n free ports from it on loopback."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n > 65535:
+            continue
+        try:
+            socks = []
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    fail(f"no {n} consecutive free ports")
+
+
+def test_prometheus_targets():
+    """hvd-tune run --prometheus-targets: while the job runs, a file_sd file
+    that promtool accepts lists every rank's endpoint, each of which serves
+    that rank's metrics; the file goes with the job."""
+    import time
+    import urllib.request
+    work = os.path.join(ARGS.work, "targets")
+    os.makedirs(work, exist_ok=True)
+    targets = os.path.join(work, "hvdtune_targets.json")
+    if os.path.exists(targets):
+        os.remove(targets)
+    base = free_ports(2)
+    proc = subprocess.Popen(
+        [ARGS.hvd_tune, "run", "-np", "2", "--metrics-port", str(base),
+         "--prometheus-targets", targets, "--", ARGS.trainer, *WORKLOAD,
+         "--warmup-steps", "5", "--measure-steps", "150", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while not os.path.exists(targets) and proc.poll() is None:
+            check(time.time() < deadline, "no targets file within 60 s")
+            time.sleep(0.05)
+        with open(targets) as f:
+            groups = json.load(f)
+        listed = [t for g in groups for t in g["targets"]]
+        check(listed == [f"127.0.0.1:{base}", f"127.0.0.1:{base + 1}"] and
+              groups[0]["labels"] == {"node": "127.0.0.1"}, f"targets {groups}")
+        # Each endpoint is the rank the file says (one host: rank = local rank).
+        for rank, target in enumerate(listed):
+            body = ""
+            while f'rank="{rank}"' not in body:
+                check(time.time() < deadline and proc.poll() is None,
+                      f"{target} never served rank {rank}'s metrics: {body[:500]}")
+                try:
+                    with urllib.request.urlopen(f"http://{target}/metrics",
+                                                timeout=2) as r:
+                        body = r.read().decode()
+                except OSError:
+                    time.sleep(0.1)
+            check("hvdtune_" in body, f"{target}: no hvdtune metrics")
+        # promtool checks the file as Prometheus's file_sd reads it.
+        config = os.path.join(work, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write("scrape_configs:\n  - job_name: hvdtune\n"
+                    "    file_sd_configs:\n"
+                    f"      - files: [{json.dumps(targets)}]\n")
+        p = run(["promtool", "check", "config", config], expect=None)
+        check(p.returncode == 0 and "SUCCESS" in p.stdout + p.stderr,
+              f"promtool check config: {p.stdout}{p.stderr}")
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    check(proc.returncode == 0, f"the job failed: {err}")
+    check(not os.path.exists(targets), "the targets file outlived the job")
+    print("prometheus_targets: ok")
