@@ -19,8 +19,14 @@ PACKAGES=(
   # The Python binding (python/) and its tests, for /usr/bin/python3.
   python3-dev pybind11-dev python3-numpy python3-pytest
   python3-torch python3-torchvision python3-sklearn
-  # clang: the import parser's libFuzzer test; librsvg2-bin: hvd-tune plot --png
-  clang librsvg2-bin
+  # clang and its fuzzer and AddressSanitizer runtimes: the import parser's
+  # libFuzzer test; librsvg2-bin: hvd-tune plot --png
+  clang libclang-rt-14-dev librsvg2-bin
+  # The emulated cluster (ip, tc: tools/cluster.sh) and the process tools the
+  # scripts and tests call (ps, pgrep, pkill, sysctl; fuser, killall).
+  iproute2 procps psmisc
+  # The Gloo engine and the torch.distributed backend build on these.
+  libgloo-dev libtorch-dev
 )
 
 missing=()

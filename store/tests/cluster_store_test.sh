@@ -13,9 +13,10 @@
 #                                            completes, one warning, every
 #                                            sample stored once, none dropped
 #
-# TRAINER is bench/synthetic_train. Exits 77 (CTest's SKIP_RETURN_CODE) with
-# the reason where network namespaces cannot be made or no PostgreSQL server
-# can run.
+# TRAINER is bench/synthetic_train. Where network namespaces cannot be made
+# or no PostgreSQL server can run it says why and exits 77 (CTest's
+# SKIP_RETURN_CODE), or fails where they are required
+# (tools/tests/require.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cluster=$here/../../tools/cluster.sh
@@ -29,19 +30,16 @@ password=s3cret-pw
 db_node=2
 db_host=10.211.0.$((db_node + 1))
 
-if ! why=$("$cluster" check); then
-  echo "SKIP: $why"
-  exit 77
-fi
+# shellcheck source=../../tools/tests/require.sh
+. "$here/../../tools/tests/require.sh"
+require_cluster "$cluster"
 for tool in initdb postgres pg_ctl psql; do
   if [[ ! -x $pg_bin/$tool && ! -x $(command -v "$tool" 2>/dev/null || echo /none) ]]; then
-    echo "SKIP: PostgreSQL server binaries not found ($pg_bin/$tool; Debian package postgresql-15)"
-    exit 77
+    no_postgres "PostgreSQL server binaries not found ($pg_bin/$tool; Debian package postgresql-15)"
   fi
 done
 if ! id postgres >/dev/null 2>&1; then
-  echo "SKIP: no unprivileged 'postgres' account to run the server as"
-  exit 77
+  no_postgres "no unprivileged 'postgres' account to run the server as"
 fi
 
 fail() {

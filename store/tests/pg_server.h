@@ -30,7 +30,36 @@
 #include <thread>
 #include <vector>
 
+// Ends a GoogleTest test that needs a PostgreSQL server none could start
+// (`reason`): a failure where one is required (PostgresRequired()), else a skip
+// whose text CTest reports as skipped.
+#define HVDTUNE_NO_PG_SERVER(reason)                                      \
+  do {                                                                    \
+    if (::hvdtune::store::testing::PostgresRequired()) {                  \
+      FAIL() << ::hvdtune::store::testing::NoServerFailure(reason);       \
+    }                                                                     \
+    GTEST_SKIP() << ::hvdtune::store::testing::kNoServerSkip << (reason); \
+  } while (0)
+
 namespace hvdtune::store::testing {
+
+/// True where PostgreSQL must run (HVDTUNE_REQUIRE_POSTGRES=1: tools/test.sh
+/// and CI set it): a test that cannot start a server then fails instead of
+/// skipping.
+inline bool PostgresRequired() {
+  const char* v = std::getenv("HVDTUNE_REQUIRE_POSTGRES");
+  return v != nullptr && std::string(v) == "1";
+}
+
+/// How a test that cannot start a server says so. The skip text is what
+/// CTest's SKIP_REGULAR_EXPRESSION of those tests matches, so that they show
+/// as "Skipped" with the reason; the failure text must never match it.
+inline constexpr const char* kNoServerSkip = "skipped, no PostgreSQL server: ";
+inline std::string NoServerFailure(const std::string& reason) {
+  return "PostgreSQL is required here (HVDTUNE_REQUIRE_POSTGRES=1) but no "
+         "server could start: " +
+         reason;
+}
 
 class PgServer {
  public:

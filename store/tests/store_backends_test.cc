@@ -18,7 +18,7 @@ using testing::TestModel;
 class StoreBackendTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (where_.Unavailable()) GTEST_SKIP() << where_.skip_reason();
+    if (where_.Unavailable()) HVDTUNE_NO_PG_SERVER(where_.skip_reason());
   }
   Locations where_{GetParam()};
 };

@@ -36,7 +36,8 @@ class Locations {
  public:
   explicit Locations(std::string backend) : backend_(std::move(backend)) {}
 
-  /// True (with the reason in skip_reason()) when the backend cannot run.
+  /// True (with the reason in skip_reason()) when the backend cannot run;
+  /// the test then ends with HVDTUNE_NO_PG_SERVER(skip_reason()).
   bool Unavailable() {
     if (backend_ != "postgresql") return false;
     return SharedPgServer(&reason_) == nullptr;

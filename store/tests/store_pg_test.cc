@@ -29,7 +29,7 @@ using testing::TestHardware;
 class StorePgTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (where_.Unavailable()) GTEST_SKIP() << where_.skip_reason();
+    if (where_.Unavailable()) HVDTUNE_NO_PG_SERVER(where_.skip_reason());
     server_ = SharedPgServer(nullptr);
   }
   // A URI's one-row, one-column answer.

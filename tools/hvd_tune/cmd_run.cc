@@ -1,5 +1,6 @@
 // hvd-tune run: the launcher (horovodrun's flag names where it has them).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,7 +38,11 @@ int RunLaunch(const RunOptions& opt) {
       }
       fmt::print("# hostfile {}: {}\n", launch.hostfile, lines);
     }
-    fmt::print("{}\n", ShellJoin(launch.argv));
+    if (!launch.targets_file.empty()) {
+      fmt::print("# prometheus targets {}: {}\n", launch.targets_file,
+                 fmt::join(launch.targets, ", "));
+    }
+    fmt::print("{}\n", DisplayCommand(launch));
     std::fflush(stdout);
     if (opt.dry_run) return kExitOk;
   }
@@ -50,11 +55,18 @@ int RunLaunch(const RunOptions& opt) {
       throw Failure("cannot write hostfile " + launch.hostfile);
     }
   }
+  // Prometheus picks the file up while the job runs; gone with the job.
+  if (!launch.targets_file.empty()) WriteTargetsFile(launch);
   std::vector<char*> argv;
   for (const std::string& a : launch.argv) {
     argv.push_back(const_cast<char*>(a.c_str()));
   }
   argv.push_back(nullptr);
+  // What goes to the ranks by name (-x NAME) is in mpirun's environment,
+  // inherited from this one, never on its command line.
+  for (const auto& [name, value] : launch.environment) {
+    setenv(name.c_str(), value.c_str(), 1);
+  }
   const pid_t pid = fork();
   if (pid < 0) throw Failure(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
@@ -66,7 +78,11 @@ int RunLaunch(const RunOptions& opt) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!launch.hostfile.empty()) std::filesystem::remove(launch.hostfile);
+  std::error_code ec;
+  if (!launch.hostfile.empty()) std::filesystem::remove(launch.hostfile, ec);
+  if (!launch.targets_file.empty()) {
+    std::filesystem::remove(launch.targets_file, ec);
+  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return kExitOk;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
     throw Failure(launch.argv[0] +
@@ -129,6 +145,10 @@ Command AddRunCommand(CLI::App& app) {
   sub->add_option("--metrics-port", l.metrics_port,
                   "HOROVOD_METRICS_PORT: /metrics on this port + local rank "
                   "(0: any free port)");
+  sub->add_option("--prometheus-targets", l.prometheus_targets,
+                  "while the job runs, a Prometheus file_sd targets file "
+                  "(JSON) listing every rank's metrics endpoint (needs a "
+                  "base port > 0)");
   AddDbOption(*sub, l.db);
   sub->add_option("--mpi-args", l.mpi_args,
                   "extra mpirun arguments, in one string");

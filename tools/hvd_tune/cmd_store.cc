@@ -1,7 +1,9 @@
-// hvd-tune knobs, show and best: reading the knob table and the store.
+// hvd-tune knobs, show and best: reading the knob table and the store;
+// hvd-tune store init: creating or migrating a store's schema.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -350,6 +352,56 @@ Command AddBestCommand(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20));
   sub->add_flag("--json", opt->json, "JSON instead of shell lines");
   return {sub, [opt] { return RunBest(*opt); }};
+}
+
+namespace {
+
+// Creates the store's schema, or migrates an older one to this build's;
+// does nothing to one already current. Says which it was.
+int RunStoreInit(const std::string& db_flag) {
+  const std::string path = ResolveStorePath(db_flag);
+  const bool server = store::IsServerLocation(path);
+  int before = 0;
+  bool existed = server;
+  if (!server) existed = std::filesystem::exists(path);
+  try {
+    if (existed) {
+      store::StoreOptions peek{path};
+      peek.read_only = true;
+      before = store::Store(peek).schema_version();
+    }
+    store::Store db({path});
+    const int after = db.schema_version();
+    const std::string where =
+        "config store " + db.path() + " (" + db.backend() + ")";
+    if (before == after) {
+      fmt::print("{}: schema version {} is current; nothing to do\n", where,
+                 after);
+    } else if (before == 0) {
+      fmt::print("{}: created schema version {}\n", where, after);
+    } else {
+      fmt::print("{}: migrated schema version {} to {}\n", where, before,
+                 after);
+    }
+  } catch (const store::StoreError& e) {
+    throw Failure(e.what());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command AddStoreCommand(CLI::App& app) {
+  auto db = std::make_shared<std::string>();
+  auto* sub = app.add_subcommand("store", "manage a config store");
+  sub->require_subcommand(1);
+  auto* init = sub->add_subcommand(
+      "init",
+      "create the store's tables (an SQLite file, or a PostgreSQL database "
+      "that exists), or migrate an older schema to this build's; safe to "
+      "repeat");
+  AddDbOption(*init, *db);
+  return {sub, [db] { return RunStoreInit(*db); }};
 }
 
 }  // namespace hvdtune::cli

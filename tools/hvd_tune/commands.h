@@ -17,5 +17,6 @@ Command AddRunCommand(CLI::App& app);
 Command AddSweepCommand(CLI::App& app, int argc, char** argv);
 Command AddPlotCommand(CLI::App& app);
 Command AddDoctorCommand(CLI::App& app);
+Command AddStoreCommand(CLI::App& app);
 
 }  // namespace hvdtune::cli

@@ -2,16 +2,20 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "common.h"
 #include "hvdtune/config.h"
 #include "hvdtune/status.h"
+#include "hvdtune/store/store.h"
 
 extern char** environ;
 
@@ -50,7 +54,113 @@ int SlotsOf(const std::string& hosts) {
   return total;
 }
 
+// (host, ranks on it) in the order Open MPI's default by-slot mapping fills
+// them: every slot of the first host, then the next.
+std::vector<std::pair<std::string, int>> RanksPerHost(const std::string& hosts,
+                                                      int np) {
+  std::vector<std::pair<std::string, int>> out;
+  std::stringstream in(hosts);
+  int left = np;
+  for (std::string item; left > 0 && std::getline(in, item, ',');) {
+    const auto colon = item.find(':');
+    const int slots =
+        colon == std::string::npos ? 1 : std::stoi(item.substr(colon + 1));
+    const int here = std::min(slots, left);
+    out.emplace_back(item.substr(0, colon), here);
+    left -= here;
+  }
+  return out;
+}
+
+bool Loopback(const std::string& address) {
+  return address.starts_with("127.") || address == "::1" ||
+         address == "localhost";
+}
+
+// The targets file: every rank's endpoint, base port + local rank, as one
+// target group per host. Throws UsageError where they cannot be known.
+void PlanTargets(const LaunchOptions& opt, const LaunchHost& host,
+                 const TelemetrySettings& telemetry, Launch& launch) {
+  const std::string flag = "--prometheus-targets: ";
+  if (telemetry.metrics_port <= 0) {
+    throw UsageError(
+        flag +
+        "needs a fixed base port (--metrics-port or "
+        "HOROVOD_METRICS_PORT greater than 0): with " +
+        (telemetry.metrics_port == 0 ? "0 (any free port)" : "none") +
+        " no endpoint can be listed");
+  }
+  if (opt.fake_nodes > 0) {
+    throw UsageError(flag +
+                     "emulated nodes share this machine's address, so their "
+                     "ranks' ports would collide; use it with -H or on one "
+                     "machine");
+  }
+  const std::string& bind = telemetry.metrics_address;
+  const bool every = bind == "0.0.0.0" || bind == "::";
+  std::vector<std::pair<std::string, int>> groups;
+  if (opt.hosts.empty()) {
+    groups.emplace_back(every ? host.hostname : bind, opt.np);
+  } else {
+    groups = RanksPerHost(opt.hosts, opt.np);
+    int listed = 0;
+    for (const auto& g : groups) listed += g.second;
+    if (listed < opt.np) {
+      throw UsageError(flag + "-H has slots for " + std::to_string(listed) +
+                       " ranks, not " + std::to_string(opt.np) +
+                       ": which host runs the rest is Open MPI's choice");
+    }
+    for (auto& [name, n] : groups) {
+      if (every) continue;
+      if (!Loopback(name)) {
+        throw UsageError(
+            flag + "the ranks on " + name + " would bind " + bind +
+            " (HVDTUNE_METRICS_ADDRESS), which Prometheus cannot reach "
+            "from elsewhere: set HVDTUNE_METRICS_ADDRESS=0.0.0.0");
+      }
+      name = bind;
+    }
+  }
+  Json doc = Json::array();
+  for (const auto& [name, n] : groups) {
+    const std::string at =
+        name.find(':') != std::string::npos ? "[" + name + "]" : name;
+    Json targets = Json::array();
+    for (int local = 0; local < n; ++local) {
+      launch.targets.push_back(at + ":" +
+                               std::to_string(telemetry.metrics_port + local));
+      targets.push_back(launch.targets.back());
+    }
+    doc.push_back({{"targets", targets}, {"labels", {{"node", name}}}});
+  }
+  launch.targets_file = opt.prometheus_targets;
+  launch.targets_text = doc.dump(2) + "\n";
+}
+
 }  // namespace
+
+void WriteTargetsFile(const Launch& launch) {
+  const std::filesystem::path file = launch.targets_file;
+  const std::filesystem::path tmp =
+      file.string() + ".tmp." + std::to_string(getpid());
+  std::error_code ec;
+  if (file.has_parent_path()) {
+    std::filesystem::create_directories(file.parent_path(), ec);
+  }
+  {
+    std::ofstream out(tmp);
+    out << launch.targets_text;
+    if (!out.flush()) {
+      throw Failure("cannot write the Prometheus targets file " + tmp.string());
+    }
+  }
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    throw Failure("cannot write the Prometheus targets file " + file.string() +
+                  ": " + ec.message());
+  }
+}
 
 LaunchHost ProbeLaunchHost() {
   LaunchHost host;
@@ -74,6 +184,8 @@ LaunchHost ProbeLaunchHost() {
     host.fake_node_dir = d;
   }
   for (char** e = environ; e && *e; ++e) host.environ.emplace_back(*e);
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) == 0 && name[0]) host.hostname = name;
   return host;
 }
 
@@ -154,7 +266,11 @@ Launch BuildLaunch(const LaunchOptions& opt, const LaunchHost& host) {
     set("HOROVOD_METRICS_PORT", std::to_string(*opt.metrics_port),
         "--metrics-port");
   }
-  if (!opt.db.empty()) set("HOROVOD_AUTOTUNE_DB", opt.db, "--db");
+  if (!opt.db.empty()) {
+    set("HOROVOD_AUTOTUNE_DB", opt.db, "--db");
+    launch.vars.back().by_name = true;
+    launch.environment.emplace_back("HOROVOD_AUTOTUNE_DB", opt.db);
+  }
 
   // The launching environment's own settings travel too (a flag wins).
   std::map<std::string, std::string> env;
@@ -165,18 +281,23 @@ Launch BuildLaunch(const LaunchOptions& opt, const LaunchHost& host) {
   std::map<std::string, std::string> flags;
   for (const Launch::Var& v : launch.vars) flags[v.name] = v.flag;
   for (const auto& [name, value] : env) {
-    if (Tuning(name) && flags.count(name) == 0) set(name, value, "");
+    if (Tuning(name) && flags.count(name) == 0) {
+      set(name, value, "");
+      launch.vars.back().by_name = true;
+    }
   }
   // Every rank would refuse a bad value at init: say so now, naming the
   // flag (or the variable) instead.
   std::map<std::string, std::string> merged = env;
   for (const Launch::Var& v : launch.vars) merged[v.name] = v.value;
+  RuntimeConfig parsed;
   try {
-    ParseConfig([&](std::string_view name) -> std::optional<std::string> {
-      const auto it = merged.find(std::string(name));
-      if (it == merged.end()) return std::nullopt;
-      return it->second;
-    });
+    parsed =
+        ParseConfig([&](std::string_view name) -> std::optional<std::string> {
+          const auto it = merged.find(std::string(name));
+          if (it == merged.end()) return std::nullopt;
+          return it->second;
+        });
   } catch (const ConfigError& e) {
     const std::string what = e.what();
     for (const auto& [name, flag] : flags) {
@@ -185,6 +306,9 @@ Launch BuildLaunch(const LaunchOptions& opt, const LaunchHost& host) {
       }
     }
     throw UsageError("environment: " + what);
+  }
+  if (!opt.prometheus_targets.empty()) {
+    PlanTargets(opt, host, parsed.telemetry, launch);
   }
 
   std::vector<std::string>& a = launch.argv;
@@ -219,7 +343,7 @@ Launch BuildLaunch(const LaunchOptions& opt, const LaunchHost& host) {
   std::stringstream extra(opt.mpi_args);
   for (std::string word; extra >> word;) a.push_back(word);
   for (const Launch::Var& v : launch.vars) {
-    a.insert(a.end(), {"-x", v.name + "=" + v.value});
+    a.insert(a.end(), {"-x", v.by_name ? v.name : v.name + "=" + v.value});
   }
   a.insert(a.end(), opt.command.begin(), opt.command.end());
   return launch;
@@ -243,6 +367,70 @@ std::string ShellJoin(const std::vector<std::string>& argv) {
     out += '\'';
   }
   return out;
+}
+
+std::string DisplayCommand(const Launch& launch) {
+  std::string out;
+  for (const auto& [name, value] : launch.environment) {
+    out += name + "=" + ShellJoin({RedactedLocation(value)}) + " ";
+  }
+  return out + ShellJoin(launch.argv);
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> PasswordSpans(
+    std::string_view text) {
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  for (std::string_view scheme : {"postgresql://", "postgres://"}) {
+    for (std::size_t at = text.find(scheme); at != std::string_view::npos;
+         at = text.find(scheme, at + 1)) {
+      if (scheme == "postgres://" && at >= 2 &&
+          text.substr(at - 2, 2) == "ql") {
+        continue;  // the tail of postgresql://, seen already
+      }
+      const std::size_t from = at + scheme.size();
+      const std::size_t uri_end =
+          std::min(text.size(), text.find_first_of(" \t\n'\"", from));
+      const std::string_view uri = text.substr(0, uri_end);
+      // libpq: scheme://[user[:password]@]host..., the user part ending at
+      // the first '@' before any '/'.
+      const std::size_t end = uri.find_first_of("@/", from);
+      if (end != std::string_view::npos && uri[end] == '@') {
+        const std::size_t colon = uri.find(':', from);
+        if (colon < end) spans.emplace_back(colon + 1, end - colon - 1);
+      }
+      // ...?password=...&...: the value up to the next '&'.
+      const std::size_t query = uri.find('?', from);
+      if (query == std::string_view::npos) continue;
+      for (std::size_t p = query + 1; p < uri.size();) {
+        std::size_t amp = uri.find('&', p);
+        if (amp == std::string_view::npos) amp = uri.size();
+        constexpr std::string_view kKey = "password=";
+        if (uri.substr(p, amp - p).starts_with(kKey)) {
+          spans.emplace_back(p + kKey.size(), amp - p - kKey.size());
+        }
+        p = amp + 1;
+      }
+    }
+  }
+  std::sort(spans.begin(), spans.end());
+  return spans;
+}
+
+std::string RedactedLocation(const std::string& location) {
+  std::string out = location;
+  const auto spans = PasswordSpans(location);
+  for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+    out.replace(it->first, it->second, "***");
+  }
+  return out;
+}
+
+void MaskPasswordArguments(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    for (const auto& [at, n] : PasswordSpans(argv[i])) {
+      std::fill_n(argv[i] + at, n, '*');
+    }
+  }
 }
 
 }  // namespace hvdtune::cli

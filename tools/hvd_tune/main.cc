@@ -13,12 +13,17 @@
 #include "commands.h"
 #include "common.h"
 #include "hvdtune/status.h"
+#include "launcher.h"
 
 namespace {
 
 using hvdtune::cli::Command;
 
 int Main(int argc, char** argv) {
+  // The arguments as given; then a store password (--db URI) goes from this
+  // process's command line, which every local user can read in ps.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  hvdtune::cli::MaskPasswordArguments(argc, argv);
   CLI::App app(
       "hvd-tune: tune hvdtune's knobs offline, inspect and move the config "
       "store, plot what the tuner did, check the setup.",
@@ -39,11 +44,11 @@ int Main(int argc, char** argv) {
       hvdtune::cli::AddKnobsCommand(app),
       hvdtune::cli::AddPlotCommand(app),
       hvdtune::cli::AddDoctorCommand(app),
+      hvdtune::cli::AddStoreCommand(app),
   };
   const bool rank0 = hvdtune::cli::LauncherRank() == 0;
   // Horovod users write -np (one dash); CLI11 knows only --np. The job's
   // own arguments after "--" are left alone.
-  std::vector<std::string> args(argv + 1, argv + argc);
   for (std::string& a : args) {
     if (a == "--") break;
     if (a == "-np") a = "--np";
@@ -55,7 +60,7 @@ int Main(int argc, char** argv) {
     if (rank0) {
       fmt::print(stderr,
                  "hvd-tune: unknown command '{}' (expected sweep, run, show, "
-                 "best, export, import, knobs, plot or doctor)\n",
+                 "best, export, import, knobs, plot, doctor or store)\n",
                  args.front());
     }
     return hvdtune::cli::kExitUsage;

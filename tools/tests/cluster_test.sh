@@ -18,8 +18,9 @@
 #                                         autotune store is intact and holds
 #                                         every committed write
 #
-# Exits 77 (CTest's SKIP_RETURN_CODE) with the reason where network
-# namespaces cannot be made.
+# Where network namespaces cannot be made it says why and exits 77 (CTest's
+# SKIP_RETURN_CODE), or fails where the cluster is required
+# (HVDTUNE_REQUIRE_CLUSTER=1, as tools/test.sh sets it; see require.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cluster=$here/../cluster.sh
@@ -29,10 +30,9 @@ export HVDTUNE_CLUSTER=ctest$$
 HVDTUNE_CLUSTER=${HVDTUNE_CLUSTER:0:16}
 state_root=${HVDTUNE_CLUSTER_DIR:-/run/hvdtune-cluster}
 
-if ! why=$("$cluster" check); then
-  echo "SKIP: $why"
-  exit 77
-fi
+# shellcheck source=require.sh
+. "$here/require.sh"
+require_cluster "$cluster"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 trap '"$cluster" down >/dev/null 2>&1 || true' EXIT

@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pg_server import PASSWORD, pg_server  # noqa: F401 (a fixture)
+from pg_server import PASSWORD, bin_dir, pg_server  # noqa: F401 (a fixture)
 
 ARGS = None
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to",
@@ -600,3 +600,220 @@ def cli_args(request):
     global ARGS
     ARGS = request.config.cli_args
     os.makedirs(ARGS.work, exist_ok=True)
+
+
+class CmdlineWatch:
+    """Reads every process's /proc/PID/cmdline, over and over, on a thread of
+    its own, and records each one that holds `secret`. The one exception is
+    hvd-tune itself given --db URI before it has started anything: it masks
+    the password in its own arguments first thing in main, before its first
+    child (a password still there once it has one was never masked)."""
+
+    def __init__(self, secret, hvd_tune):
+        import threading
+        self.secret = secret.encode()
+        self.hvd_tune = hvd_tune.encode()
+        self.hits = []
+        self.scans = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _has_child(pid):
+        try:
+            return any(open(f"/proc/{pid}/task/{t}/children").read().strip()
+                       for t in os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            return False
+
+    def _loop(self):
+        while not self._stop.is_set():
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                grown = self._has_child(pid)  # before the command line
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        cmd = f.read()
+                except OSError:
+                    continue
+                if self.secret not in cmd:
+                    continue
+                if cmd.split(b"\0")[0] == self.hvd_tune and not grown:
+                    continue
+                self.hits.append(cmd.replace(b"\0", b" ").replace(
+                    self.secret, b"<PASSWORD>").decode(errors="replace"))
+            self.scans += 1
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+
+def test_password(pg_server):
+    """A store URI with a password, given to hvd-tune run --db, through
+    HOROVOD_AUTOTUNE_DB, and to the store commands: a real 2-rank autotuned
+    job stores its run on the server, and the password is in no process's
+    command line (read from /proc all along), no output, no file the job
+    writes."""
+    import secrets
+    password = "pw" + secrets.token_hex(12)  # no other process has it
+    role = "tuner"
+    # The role's password goes to psql on stdin, never on a command line.
+    subprocess.run([os.path.join(bin_dir(), "psql"),
+                    "-h", pg_server.dir, "-p", str(pg_server.port), "-U",
+                    "postgres", "-d", "postgres", "-X", "-q", "-v",
+                    "ON_ERROR_STOP=1"], check=True, capture_output=True,
+                   text=True, input=f"CREATE ROLE {role} LOGIN PASSWORD "
+                   f"'{password}';\nCREATE DATABASE secret OWNER {role};\n")
+    uri = pg_server.uri("secret", user=role, password=password)
+    shown = f"postgresql://{role}@127.0.0.1:{pg_server.port}/secret"
+    work = os.path.join(ARGS.work, "password")
+    os.makedirs(work, exist_ok=True)
+    outputs = []
+
+    def hvd(*args, env=None, expect=0):
+        p = tune(*args, env=env, expect=expect)
+        outputs.append(p.stdout + p.stderr)
+        return p
+
+    watch = CmdlineWatch(password, ARGS.hvd_tune)
+    try:
+        hvd("store", "init", "--db", uri)
+        p = hvd("store", "init", "--db", uri)
+        check("nothing to do" in p.stdout and shown in p.stdout, p.stdout)
+        job = ["--autotune", "--autotune-warmup-samples", "1",
+               "--autotune-steps-per-sample", "2",
+               "--autotune-bayes-opt-max-samples", "3",
+               "--timeline-filename", os.path.join(work, "timeline.json"),
+               "--autotune-log-file", os.path.join(work, "autotune.csv"),
+               "--", ARGS.trainer, *WORKLOAD, "--until-frozen",
+               "--measure-steps", "3", "--json"]
+        # --db on the command line (and --verbose prints the mpirun line).
+        proc = subprocess.Popen([ARGS.hvd_tune, "run", "-np", "2", "--db", uri,
+                                 "--verbose", *job], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        out, err = proc.communicate(timeout=240)
+        outputs.append(out + err)
+        check(proc.returncode == 0, f"run --db exited {proc.returncode}: {err}")
+        check("-x HOROVOD_AUTOTUNE_DB " in out and
+              f"HOROVOD_AUTOTUNE_DB='postgresql://{role}:***@" in out,
+              f"--verbose shows the variable by name, its password ***: {out}")
+        first = json.loads(out.strip().splitlines()[-1])
+        # From the environment, on two emulated nodes (each rank's daemon
+        # started through the rsh agent), a dry run too.
+        env = {"HOROVOD_AUTOTUNE_DB": uri}
+        p = hvd("run", "-np", "2", "--fake-nodes", "2", *job, env=env)
+        second = json.loads(p.stdout.strip().splitlines()[-1])
+        hvd("run", "-np", "2", "--dry-run", *job, env=env)
+        # Every store command, by flag and by environment, and a refused
+        # login.
+        for args in (["show"], ["show", "--json"], ["export"], ["doctor"],
+                     ["best", second["autotune"]["fingerprint"]]):
+            hvd(*args, "--db", uri)
+            hvd(*args, env=env)
+        p = hvd("show", "--db", uri.replace(password, password[::-1]), expect=1)
+        check(shown in p.stderr, f"a refused login names the server: {p.stderr}")
+    finally:
+        watch.stop()
+    check(watch.scans >= 10, f"only {watch.scans} scans of /proc")
+    check(not watch.hits, "the password in a command line:\n" +
+          "\n".join(sorted(set(watch.hits))[:10]))
+    for text in outputs:
+        check(password not in text, "the password in hvd-tune's output:\n" +
+              text.replace(password, "<PASSWORD>")[:3000])
+    for name in os.listdir(work):
+        with open(os.path.join(work, name), errors="replace") as f:
+            check(password not in f.read(), f"the password in {name}")
+    # The jobs really used the server: the first explored, the second (on
+    # two nodes: another hardware fingerprint) started from the first's
+    # samples there.
+    check(first["autotune"]["phase"] == "frozen", f"first job {first['autotune']}")
+    check(second["autotune"]["source"] == "transfer",
+          f"second job from the first's samples: {second['autotune']}")
+    runs = pg_server.psql("secret", "SELECT COUNT(*) FROM runs").stdout.strip()
+    check(int(runs) >= 2, f"runs on the server: {runs}")
+    print(f"password: ok ({watch.scans} scans of /proc)")
+
+
+def free_ports(n):
+    """A base port with n free ports from it on loopback."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n > 65535:
+            continue
+        try:
+            socks = []
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    fail(f"no {n} consecutive free ports")
+
+
+def test_prometheus_targets():
+    """hvd-tune run --prometheus-targets: while the job runs, a file_sd file
+    that promtool accepts lists every rank's endpoint, each of which serves
+    that rank's metrics; the file goes with the job."""
+    import time
+    import urllib.request
+    work = os.path.join(ARGS.work, "targets")
+    os.makedirs(work, exist_ok=True)
+    targets = os.path.join(work, "hvdtune_targets.json")
+    if os.path.exists(targets):
+        os.remove(targets)
+    base = free_ports(2)
+    proc = subprocess.Popen(
+        [ARGS.hvd_tune, "run", "-np", "2", "--metrics-port", str(base),
+         "--prometheus-targets", targets, "--", ARGS.trainer, *WORKLOAD,
+         "--warmup-steps", "5", "--measure-steps", "150", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while not os.path.exists(targets) and proc.poll() is None:
+            check(time.time() < deadline, "no targets file within 60 s")
+            time.sleep(0.05)
+        with open(targets) as f:
+            groups = json.load(f)
+        listed = [t for g in groups for t in g["targets"]]
+        check(listed == [f"127.0.0.1:{base}", f"127.0.0.1:{base + 1}"] and
+              groups[0]["labels"] == {"node": "127.0.0.1"}, f"targets {groups}")
+        # Each endpoint is the rank the file says (one host: rank = local rank).
+        for rank, target in enumerate(listed):
+            body = ""
+            while f'rank="{rank}"' not in body:
+                check(time.time() < deadline and proc.poll() is None,
+                      f"{target} never served rank {rank}'s metrics: {body[:500]}")
+                try:
+                    with urllib.request.urlopen(f"http://{target}/metrics",
+                                                timeout=2) as r:
+                        body = r.read().decode()
+                except OSError:
+                    time.sleep(0.1)
+            check("hvdtune_" in body, f"{target}: no hvdtune metrics")
+        # promtool checks the file as Prometheus's file_sd reads it.
+        config = os.path.join(work, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write("scrape_configs:\n  - job_name: hvdtune\n"
+                    "    file_sd_configs:\n"
+                    f"      - files: [{json.dumps(targets)}]\n")
+        p = run(["promtool", "check", "config", config], expect=None)
+        check(p.returncode == 0 and "SUCCESS" in p.stdout + p.stderr,
+              f"promtool check config: {p.stdout}{p.stderr}")
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    check(proc.returncode == 0, f"the job failed: {err}")
+    check(not os.path.exists(targets), "the targets file outlived the job")
+    print("prometheus_targets: ok")
