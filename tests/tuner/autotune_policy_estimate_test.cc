@@ -33,34 +33,18 @@ struct Frozen {
 // freezes.
 template <typename Surface>
 Frozen Tune(Surface surface, std::uint64_t seed, double step_noise) {
-  AutotunePolicySettings s;
-  s.warmup_samples = 2;
-  s.steps_per_sample = 5;
-  s.sample_precision = 0;
-  s.max_samples = 20;
-  s.seed = seed;
-  s.asynchronous = false;
-  PolicyStart start;
-  start.initial = Initial();
-  AutotunePolicy policy(Space(), start, s);
-  std::mt19937_64 rng(seed * 104729 + 3);
-  std::normal_distribution<double> noise(0.0, step_noise);
-  Config in_force = Initial();
   Frozen out;
-  double now = 0;
-  for (int i = 0; i < 5000 && policy.status().phase != Phase::kFrozen; ++i) {
-    if (auto next = policy.TakeConfig()) in_force = *next;
-    now += 0.1;
-    policy.OnStep(surface(in_force) * std::exp(noise(rng)) * 1e8, 0.1, now);
-    for (const PolicyEvent& e : policy.TakeEvents()) {
-      if (e.kind == PolicyEvent::Kind::kPhaseChange &&
-          e.phase == Phase::kFrozen) {
-        out.event = e;
-      }
-    }
-  }
-  EXPECT_EQ(policy.status().phase, Phase::kFrozen) << "seed " << seed;
-  out.config = policy.status().best;
+  const PolicyStatus st = testing_freeze::RunUntilFrozen(
+      seed, std::mt19937_64(seed * 104729 + 3), step_noise,
+      [&](const Config& c, double noise) { return surface(c) * noise * 1e8; },
+      [&](const PolicyEvent& e) {
+        if (e.kind == PolicyEvent::Kind::kPhaseChange &&
+            e.phase == Phase::kFrozen) {
+          out.event = e;
+        }
+      });
+  EXPECT_EQ(st.phase, Phase::kFrozen) << "seed " << seed;
+  out.config = st.best;
   return out;
 }
 

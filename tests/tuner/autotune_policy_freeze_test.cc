@@ -28,36 +28,21 @@ struct Tuned {
 // Drives one policy (20 samples of 5 steps) until it freezes; every step's
 // throughput is multiplied by lognormal noise of `step_noise`.
 Tuned Tune(std::uint64_t seed, double step_noise) {
-  AutotunePolicySettings s;
-  s.warmup_samples = 2;
-  s.steps_per_sample = 5;
-  s.sample_precision = 0;  // fixed-length samples: a known noise per sample
-  s.max_samples = 20;
-  s.seed = seed;
-  s.asynchronous = false;
-  PolicyStart start;
-  start.initial = Initial();
-  AutotunePolicy policy(Space(), start, s);
-  std::mt19937_64 rng(seed * 7919 + 1);
-  std::normal_distribution<double> noise(0.0, step_noise);
-  Config in_force = Initial();
   Tuned run;
-  double now = 0;
-  for (int i = 0; i < 5000 && policy.status().phase != Phase::kFrozen; ++i) {
-    if (auto next = policy.TakeConfig()) in_force = *next;
-    const double seconds = 0.1;
-    now += seconds;
-    policy.OnStep(Throughput(in_force) * std::exp(noise(rng)) * 1e9 * seconds,
-                  seconds, now);
-    for (const PolicyEvent& e : policy.TakeEvents()) {
-      if (e.kind == PolicyEvent::Kind::kSample &&
-          e.phase == Phase::kExploring) {
-        run.measured.push_back(e.config);
-      }
-    }
-  }
-  EXPECT_EQ(policy.status().phase, Phase::kFrozen) << "seed " << seed;
-  run.frozen = policy.status().best;
+  const double seconds = 0.1;
+  const PolicyStatus st = testing_freeze::RunUntilFrozen(
+      seed, std::mt19937_64(seed * 7919 + 1), step_noise,
+      [&](const Config& c, double noise) {
+        return Throughput(c) * noise * 1e9 * seconds;
+      },
+      [&](const PolicyEvent& e) {
+        if (e.kind == PolicyEvent::Kind::kSample &&
+            e.phase == Phase::kExploring) {
+          run.measured.push_back(e.config);
+        }
+      });
+  EXPECT_EQ(st.phase, Phase::kFrozen) << "seed " << seed;
+  run.frozen = st.best;
   return run;
 }
 
