@@ -54,23 +54,28 @@ test_links() {
   local ceiling
   ceiling=$(mbit "$("$cluster" netperf --from 0 --to 1 --seconds 2)")
   echo "unshaped node-to-node TCP: $ceiling Mbit/s (this machine's CPUs)"
-  local preset rate goodput unshaped checked=0 try ok
+  local preset rate goodput checked=0 try ok
   for preset in 1gbe 10gbe 25gbe; do
     rate=$(("$cluster" presets) | awk -v p="$preset" '$1 == p { sub("rate=", "", $2); print $2 }')
     rate=${rate%gbit}000
-    # A shaped link costs CPU (tbf's per-packet work on the same cores as
-    # both TCP ends): with less than 1.5x the rate unshaped, a shaped link
-    # falls short of the rate for want of CPU (seen: 25gbe carried 21-22 of
-    # 25 Gbit/s on a machine that carried 30 unshaped).
-    if ((ceiling < rate * 3 / 2)); then
+    # A shaped link costs CPU (tbf's per-packet work in four qdiscs on the
+    # same cores as both TCP ends). With at least twice the rate unshaped,
+    # the link must carry within 10% of its rate (TCP/IP headers take 4.5%).
+    # With less, it is CPU-bound below its rate (seen: 25gbe carried 20.7-23
+    # of 25 Gbit/s, quiet, on 2 cores that carried 32-50 unshaped), so the
+    # check is the cap and a floor of 80%: shaping that holds, not a
+    # starved or broken shaper.
+    if ((ceiling < rate * 5 / 4)); then
       echo "$preset: not checked: this machine carries $ceiling Mbit/s unshaped, too little to tell a $rate Mbit/s link"
       continue
     fi
+    local floor=$((rate * 9 / 10)) floor_why="within 10% of the rate"
+    if ((ceiling < rate * 2)); then
+      floor=$((rate * 8 / 10))
+      floor_why="within 20% of the rate (CPU-bound: $ceiling Mbit/s unshaped is less than twice the rate)"
+    fi
     # Best of 3 tries: the machine is shared, and a shaper can only lose
-    # rate to a busy CPU, never gain it. A try below the rate still shows
-    # the shaping right when the unshaped link, measured right after, carried
-    # less than 10% more than it did (the CPUs were the limit, not the
-    # shaper); otherwise it counts against the shaping.
+    # rate to a busy CPU, never gain it.
     ok=0
     for try in 1 2 3; do
       "$cluster" set --link "$preset"
@@ -78,17 +83,9 @@ test_links() {
       echo "$preset try $try: rate $rate Mbit/s, TCP goodput $goodput Mbit/s"
       # Never above the rate: the shaping holds.
       ((goodput <= rate)) || fail "$preset: TCP goodput $goodput Mbit/s above the rate $rate Mbit/s"
-      if ((goodput >= rate * 9 / 10)); then ok=1; break; fi
-      "$cluster" set --link unshaped
-      unshaped=$(mbit "$("$cluster" netperf --from 0 --to 1 --seconds 2)")
-      echo "  unshaped right after: $unshaped Mbit/s"
-      if ((goodput >= unshaped * 9 / 10)); then
-        echo "  the CPUs were the limit: the shaped link carried $goodput of the $unshaped Mbit/s the machine carried unshaped"
-        ok=1
-        break
-      fi
+      if ((goodput >= floor)); then ok=1; break; fi
     done
-    ((ok)) || fail "$preset: TCP goodput $goodput Mbit/s is not within 10% of the rate $rate Mbit/s, nor of what the machine carried unshaped"
+    ((ok)) || fail "$preset: TCP goodput $goodput Mbit/s is not $floor_why"
     checked=$((checked + 1))
   done
   ((checked > 0)) || fail "no preset could be checked"
