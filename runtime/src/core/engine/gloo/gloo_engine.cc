@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 
+#include "core/backends/nccl/nccl_backend.h"
 #include "core/engine/gloo/gloo_allreduce.h"
 #include "core/engine/gloo/gloo_backend.h"
 #include "core/engine/gloo/gloo_context.h"
@@ -221,6 +222,12 @@ class GlooEngine final : public Engine {
   Backend& host() override { return host_; }
 
   std::unique_ptr<Backend> MakeDeviceBackend(Status* why) override {
+    if (!NcclBuilt()) {  // the build's reason first, as on the MPI engine
+      *why = Status::InvalidArgument(
+          "hvdtune was built without CUDA (HVDTUNE_HAVE_CUDA=0): no NCCL "
+          "backend");
+      return nullptr;
+    }
     *why = Status::InvalidArgument(
         "no NCCL backend on the Gloo engine (its unique id travels over "
         "MPI)");
