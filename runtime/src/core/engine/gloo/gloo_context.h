@@ -23,8 +23,11 @@ namespace hvdtune::internal {
 class GlooGroups {
  public:
   /// Connects the world of `ranks` (launched ranks, ascending; empty: all)
-  /// through the store. Throws ConfigError.
-  GlooGroups(const GlooSettings& settings, const std::vector<int>& ranks);
+  /// through the store. Gloo's event-loop thread (named hvdtune-gloo) gets
+  /// a scheduler time slice of `loop_slice_us` microseconds (0: the
+  /// kernel's), as the cycle thread does. Throws ConfigError.
+  GlooGroups(const GlooSettings& settings, const std::vector<int>& ranks,
+             int loop_slice_us);
   ~GlooGroups();
 
   const World& world() const { return world_; }
