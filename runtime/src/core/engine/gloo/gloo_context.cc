@@ -145,6 +145,7 @@ void GlooGroups::SplitNodes(const std::vector<int>& node_of) {
     local_rank[r] = members[node_of[r]]++;
   }
   nodes_ = static_cast<int>(members.size());
+  node_ = node_of[me];
   world_.local_rank = local_rank[me];
   world_.local_size = members[node_of[me]];
   world_.cross_rank = 0;
@@ -167,6 +168,17 @@ void GlooGroups::SplitNodes(const std::vector<int>& node_of) {
     throw ConfigError(
         std::string("the Gloo engine could not connect the node groups: ") +
         e.what() + DescribeLost());
+  }
+}
+
+void GlooGroups::ShareThroughStore(const std::string& group, bool root,
+                                   std::vector<char>* blob) {
+  const std::string key =
+      prefix_ + "share/" + group + "/" + std::to_string(shares_[group]++);
+  if (root) {
+    store_->set(key, *blob);
+  } else {
+    *blob = store_->get(key);
   }
 }
 

@@ -12,10 +12,12 @@
 #include <fstream>
 #include <map>
 
+#include "core/backends/nccl/nccl_backend.h"
 #include "core/engine/gloo/gloo_allreduce.h"
 #include "core/engine/gloo/gloo_backend.h"
 #include "core/engine/gloo/gloo_context.h"
 #include "core/engine/gloo/gloo_exchange.h"
+#include "core/engine/gloo/gloo_nccl_bootstrap.h"
 
 namespace hvdtune::internal {
 namespace {
@@ -224,15 +226,15 @@ class GlooEngine final : public Engine {
   Backend& host() override { return host_; }
 
   std::unique_ptr<Backend> MakeDeviceBackend(Status* why) override {
-    *why = Status::InvalidArgument(
-        "no NCCL backend on the Gloo engine (its unique id travels over "
-        "MPI)");
-    return nullptr;
+    // The NCCL communicators' unique ids travel through the rendezvous
+    // store (a build without CUDA says so instead).
+    GlooNcclBootstrap boot(groups_);
+    return MakeNcclBackend(boot, why);
   }
 
   std::vector<std::unique_ptr<EngineAllreduce>> MakeAllreduceAlgorithms(
-      Backend*) override {
-    return MakeGlooAllreduceAlgorithms(host_, *local_, *cross_);
+      Backend* device) override {
+    return MakeGlooAllreduceAlgorithms(host_, *local_, *cross_, device);
   }
 
   Status HierarchicalAllgather(
