@@ -1,0 +1,164 @@
+"""Elastic training end to end (docs/elastic.md): `hvd-tune run
+--host-discovery-script` on two "hosts" of this machine, localhost and
+127.0.0.1 (their ranks form two nodes), running elastic_train.py.
+
+- both ranks of one host killed mid-run: the job finishes on the other
+  host's 2 ranks, exit 0, parameters identical on every rank;
+- a host added to the discovery output mid-run: the job finishes on 4;
+- the world dropping below --min-np: the launcher waits
+  HOROVOD_ELASTIC_TIMEOUT and ends the job with the error that says so.
+
+Each prints the time from the failure (or the host's appearance) to the
+first training step of the new world. Needs HVDTUNE_CLI (the hvd-tune
+binary) and PYTHONPATH at the built package; run by ctest python_elastic.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+CLI = os.environ.get("HVDTUNE_CLI", "")
+TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                     "elastic_train.py")
+
+pytestmark = pytest.mark.skipif(
+    not CLI, reason="HVDTUNE_CLI (the hvd-tune binary) is not set")
+
+
+class Job:
+    """An elastic job whose discovery script prints `hosts` (a file the
+    test rewrites)."""
+
+    def __init__(self, tmp_path, hosts, flags, steps, env=None):
+        self.hosts_file = tmp_path / "hosts"
+        self.set_hosts(hosts)
+        self.log = tmp_path / "job.log"
+        full_env = dict(os.environ, OMP_NUM_THREADS="1")
+        full_env.update(env or {})
+        cmd = [CLI, "run"] + flags + [
+            "--host-discovery-script", "cat %s" % self.hosts_file, "--",
+            sys.executable, TRAIN, "--steps", str(steps)
+        ]
+        self.started = time.time()
+        self.proc = subprocess.Popen(cmd, stdout=open(self.log, "w"),
+                                     stderr=subprocess.STDOUT, env=full_env)
+
+    def set_hosts(self, hosts):
+        tmp = str(self.hosts_file) + ".new"
+        with open(tmp, "w") as f:
+            f.write("".join(h + "\n" for h in hosts))
+        os.replace(tmp, self.hosts_file)
+
+    def text(self):
+        return open(self.log).read()
+
+    def wait_for(self, pattern, timeout=120):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            m = re.search(pattern, self.text())
+            if m:
+                return m
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        pytest.fail("no %r in the job's output:\n%s" %
+                    (pattern, self.text()[-4000:]))
+
+    def finish(self, timeout=240):
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            pytest.fail("the job did not end in %d s:\n%s" %
+                        (timeout, self.text()[-4000:]))
+        return rc, time.time() - self.started, self.text()
+
+    def pids_on(self, host):
+        return [int(p) for p in re.findall(
+            r"START pid=(\d+) host=%s " % re.escape(host), self.text())]
+
+
+def done_lines(text):
+    return re.findall(
+        r"DONE rank=(\d+) size=(\d+) identical=(\w+) "
+        r"checksum=([-+0-9.eE]+|nan|inf) resets=(\d+)", text)
+
+
+def first_step_after(text, since, size):
+    times = [float(t) for t, n in re.findall(
+        r"FIRST_STEP t=([0-9.]+) size=(\d+)", text) if int(n) == size]
+    later = [t for t in times if t >= since]
+    assert later, "no step of a %d-rank world after the event:\n%s" % (
+        size, text[-4000:])
+    return max(later)  # every rank has stepped
+
+
+def check_finished_on(text, size):
+    done = done_lines(text)
+    assert sorted(int(r) for r, *_ in done) == list(range(size)), text[-4000:]
+    assert all(int(n) == size for _, n, *_ in done)
+    assert all(ok == "True" for _, _, ok, *_ in done)
+    assert len({c for *_, c, _ in done}) == 1, done  # same parameters
+
+
+def test_host_killed_survivors_finish(tmp_path):
+    job = Job(tmp_path, ["localhost:2", "127.0.0.1:2"],
+              ["-np", "4", "--min-np", "2", "--max-np", "4"], steps=120)
+    job.wait_for(r"STEP 15 ")
+    victims = job.pids_on("127.0.0.1")
+    assert len(victims) == 2
+    killed_at = time.time()
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    rc, _, text = job.finish()
+    assert rc == 0, text[-4000:]
+    check_finished_on(text, 2)
+    assert "host 127.0.0.1 blacklisted" in text
+    seconds = first_step_after(text, killed_at, 2) - killed_at
+    print("\nelastic: 4 -> 2 ranks: %.2f s from the kill to the first step "
+          "of the new world" % seconds)
+    assert seconds < 5.0, "reset took %.2f s (goal <= 5 s)" % seconds
+
+
+def test_host_added_job_grows(tmp_path):
+    job = Job(tmp_path, ["localhost:2"],
+              ["-np", "2", "--min-np", "2", "--max-np", "4"], steps=250)
+    job.wait_for(r"STEP 10 ")
+    added_at = time.time()
+    job.set_hosts(["localhost:2", "127.0.0.1:2"])
+    rc, _, text = job.finish()
+    assert rc == 0, text[-4000:]
+    check_finished_on(text, 4)
+    assert "hosts added" in text
+    seconds = first_step_after(text, added_at, 4) - added_at
+    # Includes starting the new ranks (python and torch imports).
+    print("\nelastic: 2 -> 4 ranks: %.2f s from the host's appearance to "
+          "the first step of the new world" % seconds)
+
+
+def test_below_min_np_waits_then_fails(tmp_path):
+    timeout = 5
+    job = Job(tmp_path, ["localhost:2", "127.0.0.1:2"],
+              ["-np", "4", "--min-np", "3"], steps=100000,
+              env={"HOROVOD_ELASTIC_TIMEOUT": str(timeout)})
+    job.wait_for(r"STEP 10 ")
+    killed_at = time.time()
+    for pid in job.pids_on("127.0.0.1"):
+        os.kill(pid, signal.SIGKILL)
+    rc, _, text = job.finish(timeout=120)
+    ended = time.time() - killed_at
+    assert rc != 0
+    assert re.search(r"waiting up to 5 s \(HOROVOD_ELASTIC_TIMEOUT\)", text)
+    assert re.search(
+        r"hvd-tune run: only 2 of the --min-np 3 slots were available for "
+        r"HOROVOD_ELASTIC_TIMEOUT=5 s", text), text[-4000:]
+    # It waited, and did not hang: the timeout plus the ranks' exit.
+    assert timeout <= ended < timeout + 30, ended
+    assert "DONE" not in text
+    print("\nelastic: below --min-np: the job ended %.1f s after the kill "
+          "(HOROVOD_ELASTIC_TIMEOUT=%d)" % (ended, timeout))
