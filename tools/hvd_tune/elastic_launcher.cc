@@ -535,8 +535,10 @@ class Driver {
       case Phase::kRunning: {
         for (const auto& [pid, w] : workers_) {
           if (w.rank >= 0 && !w.retired && Ready(w)) {
-            StartReset("rank " + std::to_string(w.rank) + " left world " +
-                       std::to_string(version_));
+            StartReset(notified_
+                           ? "hosts " + notified_kind_
+                           : "rank " + std::to_string(w.rank) + " left world " +
+                                 std::to_string(version_));
             return;
           }
         }
@@ -624,6 +626,7 @@ class Driver {
     notified_ = true;
     ++hosts_updates_;
     const char* kind = added && removed ? "mixed" : added ? "added" : "removed";
+    notified_kind_ = kind;
     server_->Set("elastic/hosts_updated",
                  fmt::format("{} {}", hosts_updates_, kind));
     Log(fmt::format("hosts {}; the ranks reset at their next commit", kind));
@@ -687,6 +690,7 @@ class Driver {
   int world_size_ = 0;
   int hosts_updates_ = 0;
   bool notified_ = false;
+  std::string notified_kind_;
   bool waiting_logged_ = false;
   Phase phase_ = Phase::kStarting;
   Clock::time_point phase_deadline_;
