@@ -8,6 +8,8 @@ commits every --commit-every steps, and prints what the tests read:
   RESET t=T size=N                      (after each reset, before the sync)
   FIRST_STEP t=T size=N world=V         (first step done in a new world)
   DONE rank=R size=N identical=B checksum=C resets=K
+  TUNE world=V size=N phase=P samples=S source=X   (rank 0, at each commit,
+                                                    with --tune-report)
 and exits 3 when the ranks' parameters differ at the end.
 """
 
@@ -26,6 +28,7 @@ def main():
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--commit-every", type=int, default=5)
     parser.add_argument("--sleep", type=float, default=0.05)
+    parser.add_argument("--tune-report", action="store_true")
     args = parser.parse_args()
 
     hvd.init()
@@ -67,6 +70,13 @@ def main():
             print("STEP %d rank=%d size=%d" %
                   (state.step, hvd.rank(), hvd.size()), flush=True)
             if state.step % args.commit_every == 0:
+                if args.tune_report and hvd.rank() == 0:
+                    st = hvd.autotune_status()
+                    print("TUNE world=%s size=%d phase=%s samples=%d "
+                          "source=%s" % (hvd.elastic.world_version(),
+                                         hvd.size(), st["phase"],
+                                         st["samples"], st["source"] or "-"),
+                          flush=True)
                 state.commit()
             time.sleep(args.sleep)
 

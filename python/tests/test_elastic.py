@@ -26,7 +26,7 @@ CLI = os.environ.get("HVDTUNE_CLI", "")
 TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                      "elastic_train.py")
 
-pytestmark = pytest.mark.skipif(
+needs_cli = pytest.mark.skipif(
     not CLI, reason="HVDTUNE_CLI (the hvd-tune binary) is not set")
 
 
@@ -106,6 +106,7 @@ def check_finished_on(text, size):
     assert len({c for *_, c, _ in done}) == 1, done  # same parameters
 
 
+@needs_cli
 def test_host_killed_survivors_finish(tmp_path):
     job = Job(tmp_path, ["localhost:2", "127.0.0.1:2"],
               ["-np", "4", "--min-np", "2", "--max-np", "4"], steps=120)
@@ -125,6 +126,7 @@ def test_host_killed_survivors_finish(tmp_path):
     assert seconds < 5.0, "reset took %.2f s (goal <= 5 s)" % seconds
 
 
+@needs_cli
 def test_host_added_job_grows(tmp_path):
     job = Job(tmp_path, ["localhost:2"],
               ["-np", "2", "--min-np", "2", "--max-np", "4"], steps=250)
@@ -141,6 +143,7 @@ def test_host_added_job_grows(tmp_path):
           "the first step of the new world" % seconds)
 
 
+@needs_cli
 def test_below_min_np_waits_then_fails(tmp_path):
     timeout = 5
     job = Job(tmp_path, ["localhost:2", "127.0.0.1:2"],
@@ -162,3 +165,41 @@ def test_below_min_np_waits_then_fails(tmp_path):
     assert "DONE" not in text
     print("\nelastic: below --min-np: the job ended %.1f s after the kill "
           "(HOROVOD_ELASTIC_TIMEOUT=%d)" % (ended, timeout))
+
+
+def test_sampler_skips_what_was_trained_this_epoch():
+    # Outside a job (no runtime): a world of one rank.
+    import torch
+    import hvdtune.torch as hvd
+    data = list(range(10))
+    sampler = hvd.elastic.ElasticSampler(data, shuffle=True, seed=3)
+    sampler.set_epoch(1)
+    first = list(iter(sampler))
+    assert sorted(first) == data and len(sampler) == 10
+    assert first == list(iter(sampler))  # the same order for one epoch
+    sampler.record_batch(0, 4)
+    saved = sampler.state_dict()
+    assert saved["processed_indices"] == set(first[:4])
+    again = hvd.elastic.ElasticSampler(data, shuffle=True, seed=3)
+    again.load_state_dict(saved)
+    rest = list(iter(again))
+    assert sorted(rest) == sorted(set(data) - set(first[:4]))
+    assert len(again) == 6
+    again.set_epoch(2)
+    assert len(again) == 10 and not again.processed_indices
+    batches = list(torch.utils.data.DataLoader(data, sampler=again,
+                                               batch_size=5))
+    assert sorted(torch.cat(batches).tolist()) == data
+
+
+def test_object_state_restores_the_last_commit():
+    import hvdtune.torch as hvd
+    state = hvd.elastic.ObjectState(lambda obj: obj, lambda: 0, epoch=0,
+                                    seen=[1])
+    state.epoch = 3
+    state.seen.append(2)
+    state.save()
+    state.epoch = 7
+    state.seen.append(9)
+    state.restore()
+    assert state.epoch == 3 and state.seen == [1, 2]
