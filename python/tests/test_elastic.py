@@ -6,7 +6,9 @@
   host's 2 ranks, exit 0, parameters identical on every rank;
 - a host added to the discovery output mid-run: the job finishes on 4;
 - the world dropping below --min-np: the launcher waits
-  HOROVOD_ELASTIC_TIMEOUT and ends the job with the error that says so.
+  HOROVOD_ELASTIC_TIMEOUT and ends the job with the error that says so;
+- autotuning follows the world: a new world size tunes, one seen before
+  starts from the config store with 0 exploration samples.
 
 Each prints the time from the failure (or the host's appearance) to the
 first training step of the new world. Needs HVDTUNE_CLI (the hvd-tune
@@ -34,7 +36,7 @@ class Job:
     """An elastic job whose discovery script prints `hosts` (a file the
     test rewrites)."""
 
-    def __init__(self, tmp_path, hosts, flags, steps, env=None):
+    def __init__(self, tmp_path, hosts, flags, steps, env=None, extra=()):
         self.hosts_file = tmp_path / "hosts"
         self.set_hosts(hosts)
         self.log = tmp_path / "job.log"
@@ -43,7 +45,7 @@ class Job:
         cmd = [CLI, "run"] + flags + [
             "--host-discovery-script", "cat %s" % self.hosts_file, "--",
             sys.executable, TRAIN, "--steps", str(steps)
-        ]
+        ] + list(extra)
         self.started = time.time()
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, "w"),
                                      stderr=subprocess.STDOUT, env=full_env)
@@ -165,6 +167,45 @@ def test_below_min_np_waits_then_fails(tmp_path):
     assert "DONE" not in text
     print("\nelastic: below --min-np: the job ended %.1f s after the kill "
           "(HOROVOD_ELASTIC_TIMEOUT=%d)" % (ended, timeout))
+
+
+@needs_cli
+def test_tuning_follows_the_world(tmp_path):
+    # A short autotune budget and a store of its own. 4 ranks tune and
+    # freeze; the 127.0.0.1 ranks are killed, 2 tune afresh (another
+    # world size: another fingerprint); the host comes back after its
+    # cooldown and the 4-rank world starts from the store, 0 samples.
+    env = {
+        "HOROVOD_AUTOTUNE": "1",
+        "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
+        "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "2",
+        "HVDTUNE_AUTOTUNE_MAX_STEPS_PER_SAMPLE": "2",
+        "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "3",
+        "HOROVOD_AUTOTUNE_DB": str(tmp_path / "store.db"),
+    }
+    job = Job(tmp_path, ["localhost:2", "127.0.0.1:2"],
+              ["-np", "4", "--min-np", "2", "--max-np", "4",
+               "--blacklist-cooldown-range", "4", "4"],
+              steps=250, env=env, extra=["--sleep", "0.02", "--tune-report"])
+    job.wait_for(r"TUNE world=0 size=4 phase=frozen")
+    for pid in job.pids_on("127.0.0.1"):
+        os.kill(pid, signal.SIGKILL)
+    rc, _, text = job.finish()
+    assert rc == 0, text[-4000:]
+    check_finished_on(text, 4)
+    tune = re.findall(r"TUNE world=(\d+) size=(\d+) phase=(\w+) "
+                      r"samples=(\d+) source=(\S+)", text)
+    last = {}
+    for world, size, phase, samples, source in tune:
+        last[int(world)] = (int(size), phase, int(samples), source)
+    print("\nelastic: autotune per world (size, phase, samples, source): %s"
+          % last)
+    assert last[0][0] == 4 and last[0][1] == "frozen" and last[0][2] > 0
+    two = [v for w, v in last.items() if v[0] == 2]
+    assert two and two[0][2] > 0 and two[0][3] != "store", last
+    again = [v for w, v in sorted(last.items()) if w > 0 and v[0] == 4]
+    assert again, last
+    assert again[-1][1:] == ("frozen", 0, "store"), last
 
 
 def test_sampler_skips_what_was_trained_this_epoch():
