@@ -186,7 +186,7 @@ def test_tuning_follows_the_world(tmp_path):
     job = Job(tmp_path, ["localhost:2", "127.0.0.1:2"],
               ["-np", "4", "--min-np", "2", "--max-np", "4",
                "--blacklist-cooldown-range", "4", "4"],
-              steps=250, env=env, extra=["--sleep", "0.02", "--tune-report"])
+              steps=400, env=env, extra=["--sleep", "0.02", "--tune-report"])
     job.wait_for(r"TUNE world=0 size=4 phase=frozen")
     for pid in job.pids_on("127.0.0.1"):
         os.kill(pid, signal.SIGKILL)
@@ -205,7 +205,10 @@ def test_tuning_follows_the_world(tmp_path):
     assert two and two[0][2] > 0 and two[0][3] != "store", last
     again = [v for w, v in sorted(last.items()) if w > 0 and v[0] == 4]
     assert again, last
-    assert again[-1][1:] == ("frozen", 0, "store"), last
+    # From the store, no exploration (it may still be confirming the
+    # stored best when the job ends: phase warmup).
+    assert again[-1][2:] == (0, "store"), last
+    assert again[-1][1] in ("warmup", "frozen"), last
 
 
 def test_sampler_skips_what_was_trained_this_epoch():
