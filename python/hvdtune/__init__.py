@@ -90,7 +90,12 @@ def init(tune_num_groups=False):
     with code "config" naming the variable. Calling it again while running
     does nothing. `tune_num_groups`: the application splits its gradients
     into knobs()["num_groups"] groups, so the autotuner may tune it."""
-    _core.init(tune_num_groups)
+    if os.environ.get("HVDTUNE_ELASTIC_ID") and not _core.is_initialized():
+        # A rank of an elastic job: its world comes from the launcher.
+        from . import elastic
+        elastic._init_world(lambda: _core.init(tune_num_groups))
+    else:
+        _core.init(tune_num_groups)
     _exit.install(_core)
 
 

@@ -208,8 +208,8 @@ def test_refusals_say_so_and_name_the_alternative():
         hvd.allreduce(torch.ones(2), op=hvd.Adasum)
     with pytest.raises(ValueError, match="device 'meta'.*CPU and CUDA"):
         hvd.allreduce(torch.ones(2, device="meta"))
-    with pytest.raises(ImportError, match="elastic.*mpirun"):
-        import hvdtune.torch.elastic  # noqa: F401
+    # Elastic training is there (hvd.elastic, docs/elastic.md).
+    assert callable(hvd.elastic.run) and hvd.elastic.TorchState
     n, _ = n_r()
     if n > 1:
         with pytest.raises(ValueError, match="was not added"):

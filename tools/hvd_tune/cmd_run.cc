@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "elastic_launcher.h"
 #include "gloo_launcher.h"
 #include "launcher.h"
 
@@ -20,11 +21,17 @@ namespace {
 
 struct RunOptions {
   LaunchOptions launch;
+  ElasticOptions elastic;
   bool dry_run = false;
   bool verbose = false;
 };
 
 int RunLaunch(const RunOptions& opt) {
+  const ElasticOptions& e = opt.elastic;
+  if (!e.discovery_script.empty() || e.min_np || e.max_np || e.reset_limit ||
+      !e.cooldown_range.empty()) {
+    return RunElasticLaunch(opt.launch, e, opt.dry_run, opt.verbose);
+  }
   if (opt.launch.gloo) {
     return RunGlooLaunch(opt.launch, opt.dry_run, opt.verbose);
   }
@@ -158,6 +165,30 @@ Command AddRunCommand(CLI::App& app) {
   sub->add_option("--network-interface", l.network_interface,
                   "with --gloo: the network interface of the ranks' traffic "
                   "(HOROVOD_GLOO_IFACE; default: lo on one machine)");
+  ElasticOptions& e = opt->elastic;
+  sub->add_option("--host-discovery-script", e.discovery_script,
+                  "elastic training (on Gloo): a program printing the "
+                  "available hosts, one host or host:slots a line; run every "
+                  "second (docs/elastic.md)");
+  sub->add_option("--min-np", e.min_np,
+                  "elastic: the fewest ranks the job runs on (default -np); "
+                  "below it the job waits up to HOROVOD_ELASTIC_TIMEOUT s")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-np", e.max_np,
+                  "elastic: the most ranks (default: every discovered slot)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--slots,--slots-per-host", e.slots,
+                  "elastic: slots of a host the script prints without a "
+                  "count (default 1)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--reset-limit", e.reset_limit,
+                  "elastic: the most resets before the job fails")
+      ->check(CLI::Range(0, 1 << 30));
+  sub->add_option("--blacklist-cooldown-range", e.cooldown_range,
+                  "elastic: MIN MAX seconds: a failed host may come back "
+                  "after MIN s, doubling per failure up to MAX (default: "
+                  "never)")
+      ->expected(2);
   sub->add_flag("--dry-run", opt->dry_run,
                 "print the mpirun command instead of running it");
   sub->add_flag("--verbose", opt->verbose,

@@ -23,7 +23,6 @@
 #include "hvdtune/rendezvous.h"
 
 namespace hvdtune::cli {
-namespace {
 
 std::string ThisHost() {
   char name[256] = {};
@@ -34,6 +33,8 @@ std::string ThisHost() {
 bool IsLocal(const std::string& host) {
   return host == "localhost" || host == "127.0.0.1" || host == ThisHost();
 }
+
+namespace {
 
 // "host:slots,host" in order (a host without a count has 1 slot).
 std::vector<std::pair<std::string, int>> ParseHosts(const std::string& hosts) {
@@ -99,6 +100,8 @@ std::string InterfaceOf(const std::string& address) {
   return found;
 }
 
+}  // namespace
+
 std::string Describe(int status) {
   if (WIFEXITED(status)) {
     return "exited with status " + std::to_string(WEXITSTATUS(status));
@@ -108,8 +111,6 @@ std::string Describe(int status) {
   }
   return "ended with wait status " + std::to_string(status);
 }
-
-}  // namespace
 
 GlooPlan BuildGlooPlan(const LaunchOptions& opt, const Launch& settings) {
   if (opt.fake_nodes > 0) {
@@ -208,9 +209,6 @@ GlooPlan BuildGlooPlan(const LaunchOptions& opt, const Launch& settings) {
   return plan;
 }
 
-namespace {
-
-// The rank's program: exec'd here, or through the agent on its host.
 [[noreturn]] void ExecRank(const GlooPlan& plan, const GlooRankPlan& rank,
                            const std::vector<std::string>& command) {
   if (!rank.remote) {
@@ -251,8 +249,6 @@ namespace {
              plan.agent, std::strerror(errno));
   _exit(127);
 }
-
-}  // namespace
 
 int RunGlooLaunch(const LaunchOptions& opt, bool dry_run, bool verbose) {
   const LaunchHost host = ProbeLaunchHost();

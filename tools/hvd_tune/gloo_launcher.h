@@ -37,6 +37,18 @@ struct GlooPlan {
 /// UsageError naming the flag at fault.
 GlooPlan BuildGlooPlan(const LaunchOptions& opt, const Launch& settings);
 
+/// This machine's host name ("localhost" when it has none).
+std::string ThisHost();
+/// Whether `host` names this machine (localhost, 127.0.0.1, its name):
+/// its ranks are fork/exec'd rather than started through the agent.
+bool IsLocal(const std::string& host);
+/// A wait status in words ("exited with status 1", "killed by signal 9").
+std::string Describe(int status);
+/// In a child of fork(): runs `command` as `rank` (exec here with its
+/// environment, or through the plan's agent on its host). Never returns.
+[[noreturn]] void ExecRank(const GlooPlan& plan, const GlooRankPlan& rank,
+                           const std::vector<std::string>& command);
+
 /// Serves the store, starts the ranks and waits for them: kExitOk when
 /// every rank exits 0. A rank that dies is marked lost in the store (the
 /// others name it in their errors); the others get

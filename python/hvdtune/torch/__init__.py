@@ -5,7 +5,7 @@ CPU and CUDA tensors (CUDA on the runtime's NCCL backend, or staged through
 host memory where it has none; docs/python.md). A collective spans all
 ranks, or the ranks of a process set added with add_process_set (each such
 set has a runtime of its own). Refused with an error that says so and names
-the alternative: Adasum, elastic training.
+the alternative: Adasum. Elastic training: hvd.elastic (docs/elastic.md).
 """
 
 import os
@@ -36,6 +36,7 @@ from hvdtune.torch.process_sets import (ProcessSet, add_process_set,
 from hvdtune.torch.optimizer import DistributedOptimizer
 from hvdtune.torch.sync_batch_norm import SyncBatchNorm
 from hvdtune.torch import distributed as _distributed
+from hvdtune.torch import elastic  # noqa: E402  (hvd.elastic.run, ...)
 
 # torch.distributed's "hvdtune" backend: dist.init_process_group("hvdtune").
 _distributed.register()

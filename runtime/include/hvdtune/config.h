@@ -122,6 +122,13 @@ struct GlooSettings {
   /// HOROVOD_GLOO_TIMEOUT_SECONDS: the longest a Gloo wait (the
   /// rendezvous, a collective) lasts before it fails.
   double timeout_seconds = 30;
+  /// HVDTUNE_GLOO_STORE_PREFIX: put before every key this rank's contexts
+  /// (and the launcher's lost-rank marks) use in the store, so that each
+  /// world an elastic launcher forms meets under keys of its own.
+  std::string store_prefix;
+  /// HOROVOD_ELASTIC_TIMEOUT: in an elastic job, how long a rank waits for
+  /// the launcher's next world (checked here; the Python layer waits).
+  double elastic_timeout_seconds = 600;
 };
 
 struct RuntimeConfig {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace hvdtune {
@@ -30,6 +31,8 @@ class RendezvousServer {
   int port() const;
   /// Sets `key` as a client's set would (wakes its waiters).
   void Set(const std::string& key, const std::string& value);
+  /// The value of `key` if a client (or Set) has set it, else nothing.
+  std::optional<std::string> TryGet(const std::string& key) const;
 
   /// The key under which a launcher marks world rank `rank` lost (its
   /// process died); the value says how.

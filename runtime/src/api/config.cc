@@ -92,6 +92,11 @@ void ParseEngineSettings(const EnvLookup& env, RuntimeConfig* c) {
   IfSet(env, "HOROVOD_GLOO_TIMEOUT_SECONDS", [&](auto var, auto v) {
     g.timeout_seconds = ParseFloatSetting(var, v, 0.0, 1e6, true);
   });
+  IfSet(env, "HOROVOD_ELASTIC_TIMEOUT", [&](auto var, auto v) {
+    g.elastic_timeout_seconds = ParseFloatSetting(var, v, 0.0, 1e7, false);
+  });
+  IfSet(env, "HVDTUNE_GLOO_STORE_PREFIX",
+        [&](auto, auto v) { g.store_prefix = std::string(v); });
 }
 
 const char* AutotuneStoreModeName(AutotuneStoreMode mode) {
@@ -402,6 +407,15 @@ constexpr SettingSpec kSettings[] = {
      "collective) before it fails with an error on the handles naming the "
      "ranks the launcher saw die. A rank that dies is seen at once (its "
      "connections close); a stopped or cut-off one after this time."},
+    {"Gloo engine", "HVDTUNE_GLOO_STORE_PREFIX", "empty", "any text",
+     "Gloo: put before every key the ranks use in the rendezvous store. The "
+     "elastic launcher sets it per world (elastic/N/ for world N), so that each "
+     "world's ranks meet apart from the previous world's."},
+    {"Elastic", "HOROVOD_ELASTIC_TIMEOUT", "600", "0 – 1e7 seconds",
+     "Elastic training (hvd-tune run --host-discovery-script): how long the "
+     "launcher waits for --min-np slots (at the start and after a reset) "
+     "before it ends the job with an error saying so; the ranks waiting for "
+     "a next world wait this long plus 60 s."},
     {"Open MPI", "OMPI_MCA_mpi_yield_when_idle",
      "1 when hvdtune initialises MPI", "0, 1",
      "Open MPI's own parameter, set by hvdtune before MPI_Init_thread unless "

@@ -101,7 +101,8 @@ GlooGroups::GlooGroups(const GlooSettings& settings,
                       " is not one of the ranks this runtime spans (" + key +
                       ")");
   }
-  prefix_ = "hvdtune/" + key + "/" + std::to_string(NextGeneration(key)) + "/";
+  prefix_ = settings.store_prefix + "hvdtune/" + key + "/" +
+            std::to_string(NextGeneration(settings.store_prefix + key)) + "/";
   IgnoreSigpipe();
   try {
     store_ = std::make_unique<RendezvousClient>(
@@ -211,8 +212,8 @@ std::string GlooGroups::DescribeLost() const {
   std::string lost;
   for (;;) {
     for (std::size_t i = 0; i < launched_.size(); ++i) {
-      const auto v =
-          store_->TryGet(RendezvousServer::LostRankKey(launched_[i]));
+      const auto v = store_->TryGet(
+          settings_.store_prefix + RendezvousServer::LostRankKey(launched_[i]));
       if (!v) continue;
       lost += (lost.empty() ? "" : ", ") + std::string("rank ") +
               std::to_string(i) + " (" + *v + ")";

@@ -137,6 +137,13 @@ class RendezvousServer::Impl {
     cv_.notify_all();
   }
 
+  std::optional<std::string> TryGet(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = map_.find(key);
+    if (it == map_.end()) return std::nullopt;
+    return it->second;
+  }
+
  private:
   void Accept() {
     for (;;) {
@@ -251,6 +258,10 @@ RendezvousServer::~RendezvousServer() = default;
 int RendezvousServer::port() const { return impl_->port(); }
 void RendezvousServer::Set(const std::string& key, const std::string& value) {
   impl_->Set(key, value);
+}
+std::optional<std::string> RendezvousServer::TryGet(
+    const std::string& key) const {
+  return impl_->TryGet(key);
 }
 std::string RendezvousServer::LostRankKey(int rank) {
   return "hvdtune/lost/" + std::to_string(rank);

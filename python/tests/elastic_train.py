@@ -1,0 +1,94 @@
+"""A small elastic training job for the elastic tests (test_elastic.py):
+`hvd-tune run --host-discovery-script S ... python3 elastic_train.py`.
+
+Every rank trains a small MLP on data that depends only on (step, rank),
+commits every --commit-every steps, and prints what the tests read:
+  START pid=P host=H rank=R size=N
+  STEP s rank=R size=N
+  RESET t=T size=N                      (after each reset, before the sync)
+  FIRST_STEP t=T size=N world=V         (first step done in a new world)
+  DONE rank=R size=N identical=B checksum=C resets=K
+  TUNE world=V size=N phase=P samples=S source=X   (rank 0, at each commit,
+                                                    with --tune-report)
+and exits 3 when the ranks' parameters differ at the end.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+import hvdtune.torch as hvd
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--commit-every", type=int, default=5)
+    parser.add_argument("--sleep", type=float, default=0.05)
+    parser.add_argument("--tune-report", action="store_true")
+    args = parser.parse_args()
+
+    hvd.init()
+    host = os.environ.get("HOROVOD_HOSTNAME", "?")
+    print("START pid=%d host=%s rank=%d size=%d" %
+          (os.getpid(), host, hvd.rank(), hvd.size()), flush=True)
+    torch.manual_seed(1234)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    optimizer = hvd.DistributedOptimizer(
+        optimizer, named_parameters=model.named_parameters())
+    state = hvd.elastic.TorchState(model, optimizer, step=0)
+    since_reset = {"pending": False, "resets": 0}
+
+    def on_reset():
+        since_reset["pending"] = True
+        since_reset["resets"] += 1
+        print("RESET t=%.6f size=%d" % (time.time(), hvd.size()), flush=True)
+
+    state.register_reset_callbacks([on_reset])
+
+    @hvd.elastic.run
+    def train(state):
+        while state.step < args.steps:
+            g = torch.Generator().manual_seed(state.step * 1000 + hvd.rank())
+            x = torch.randn(8, 16, generator=g)
+            y = x.sum(dim=1, keepdim=True)
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            state.step += 1
+            if since_reset["pending"]:
+                since_reset["pending"] = False
+                print("FIRST_STEP t=%.6f size=%d world=%s" %
+                      (time.time(), hvd.size(), hvd.elastic.world_version()),
+                      flush=True)
+            print("STEP %d rank=%d size=%d" %
+                  (state.step, hvd.rank(), hvd.size()), flush=True)
+            if state.step % args.commit_every == 0:
+                if args.tune_report and hvd.rank() == 0:
+                    st = hvd.autotune_status()
+                    print("TUNE world=%s size=%d phase=%s samples=%d "
+                          "source=%s" % (hvd.elastic.world_version(),
+                                         hvd.size(), st["phase"],
+                                         st["samples"], st["source"] or "-"),
+                          flush=True)
+                state.commit()
+            time.sleep(args.sleep)
+
+    train(state)
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    rows = hvd.allgather(flat.unsqueeze(0), name="final.params")
+    identical = bool((rows == rows[0]).all())
+    print("DONE rank=%d size=%d identical=%s checksum=%.9g resets=%d" %
+          (hvd.rank(), hvd.size(), identical, float(flat.double().sum()),
+           since_reset["resets"]), flush=True)
+    sys.exit(0 if identical else 3)
+
+
+if __name__ == "__main__":
+    main()
