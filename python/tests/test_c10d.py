@@ -1,22 +1,19 @@
 """torch.distributed on the "hvdtune" backend: every collective, checked
 element by element against a numpy reference of all ranks' inputs. Runs
-under mpirun at 1 to 4 ranks (ctest python_c10d_np*)."""
+under mpirun and under torchrun at 1 to 4 ranks (ctest python_c10d_np*,
+python_c10d_torchrun_np*)."""
 
 import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
 
-import hvdtune
-import hvdtune.torch  # registers the backend
-
-from hvdtune.torch.distributed import mpi_init_method
+from c10d_launch import init_process_group
 
 
 @pytest.fixture(scope="module", autouse=True)
 def group():
-    dist.init_process_group("hvdtune", init_method=mpi_init_method(),
-                           rank=hvdtune.rank(), world_size=hvdtune.size())
+    init_process_group("hvdtune")
     yield
     dist.destroy_process_group()
 
