@@ -3,7 +3,10 @@
 under PyTorch's DistributedDataParallel (gloo; every bucket size with and
 without gradient_as_bucket_view and static_graph) and under
 hvdtune.torch.DistributedOptimizer (default knobs, and tuned online with
-HOROVOD_AUTOTUNE=1), as interleaved mpirun jobs on the same ranks:
+HOROVOD_AUTOTUNE=1; --no-horovod-api leaves it out), with --ddp-hvdtune the
+same DDP on hvdtune's torch.distributed backend (default knobs and
+autotuned), with --zero DDP + ZeroRedundancyOptimizer on gloo and on
+hvdtune, as interleaved mpirun jobs on the same ranks:
 
     /usr/bin/python3 bench/peer_train.py --ranks 2,4 --rounds 3 \\
         --model mobilenet_v2 --image-size 32 --batch-size 16
@@ -70,7 +73,13 @@ def ddp_setup(args, model):
         model, bucket_cap_mb=args.bucket_cap_mb,
         gradient_as_bucket_view=args.bucket_view,
         static_graph=args.static_graph)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    if args.zero:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(net.parameters(),
+                                      optimizer_class=torch.optim.SGD,
+                                      lr=0.01)
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
 
     def slowest(seconds):
         t = torch.tensor([seconds], dtype=torch.float64)
@@ -154,6 +163,7 @@ def worker(args):
         "bucket_cap_mb": args.bucket_cap_mb if args.mode != "hvdtune" else None,
         "gradient_as_bucket_view": args.bucket_view,
         "static_graph": args.static_graph,
+        "zero": args.zero,
         "img_per_sec": images * args.measure_steps / seconds,
         "tuning_steps": tuning_steps,
         "tuning_seconds": tuning_seconds,
@@ -222,26 +232,35 @@ def ddp_label(mb, view, static):
                                      ", static graph" if static else "")
 
 
-def configurations(bucket_sizes, tune_samples, ddp_flags, ddp_hvdtune=False):
-    """(label, mode, DDP options or None, env) of every configuration."""
-    configs = [("hvdtune default", "hvdtune", None, {}),
-               ("hvdtune autotuned", "hvdtune", None,
-                autotune_env(tune_samples))]
+def configurations(bucket_sizes, tune_samples, ddp_flags, ddp_hvdtune=False,
+                   horovod_api=True, zero=False):
+    """(label, mode, DDP options or None, env) of every configuration. DDP
+    options: (bucket MB, gradient_as_bucket_view, static_graph, ZeRO)."""
+    configs = []
+    if horovod_api:
+        configs += [("hvdtune default", "hvdtune", None, {}),
+                    ("hvdtune autotuned", "hvdtune", None,
+                     autotune_env(tune_samples))]
     for mb in bucket_sizes:
         for view, static in ddp_flags:
             configs.append((ddp_label(mb, view, static), "ddp",
-                            (mb, view, static), {}))
+                            (mb, view, static, False), {}))
     if ddp_hvdtune:
         configs += ddp_hvdtune_configurations(tune_samples)
+    if zero:
+        configs += [("zero gloo", "ddp", (25, False, False, True), {}),
+                    ("zero hvdtune", "ddp-hvdtune", (25, False, False, True),
+                     {})]
     return configs
 
 
 def ddp_hvdtune_configurations(tune_samples):
     """--ddp-hvdtune: DDP on the hvdtune backend (DDP's default bucket) at
     the default knobs and autotuned."""
-    return [("ddp-hvdtune default", "ddp-hvdtune", (25, False, False), {}),
-            ("ddp-hvdtune autotuned", "ddp-hvdtune", (25, False, False),
-             autotune_env(tune_samples))]
+    return [("ddp-hvdtune default", "ddp-hvdtune", (25, False, False, False),
+             {}),
+            ("ddp-hvdtune autotuned", "ddp-hvdtune",
+             (25, False, False, False), autotune_env(tune_samples))]
 
 
 def cluster_status():
@@ -294,7 +313,8 @@ def run_one(args, ranks, mode, ddp, extra_env):
         "--warmup-steps", str(args.warmup_steps), "--measure-steps",
         str(args.measure_steps), "--tune-max-steps", str(args.tune_max_steps)
     ] + (["--bucket-view"] if ddp and ddp[1] else []) + (
-        ["--static-graph"] if ddp and ddp[2] else [])
+        ["--static-graph"] if ddp and ddp[2] else []) + (
+            ["--zero"] if ddp and ddp[3] else [])
     job = subprocess.run(cmd, capture_output=True, text=True, env=env,
                          timeout=args.timeout)
     for line in job.stdout.splitlines():
@@ -315,10 +335,12 @@ def driver(args):
                   [int(r) for r in args.ranks.split(",")])
     buckets = [float(b) for b in args.bucket_sizes.split(",")]
     flags = [(False, False)]
-    if args.ddp_flags:
+    if args.bucket_view_only:
+        flags = [(False, False), (True, False)]
+    elif args.ddp_flags:
         flags = [(False, False), (True, False), (False, True), (True, True)]
     configs = configurations(buckets, args.tune_samples, flags,
-                             args.ddp_hvdtune)
+                             args.ddp_hvdtune, args.horovod_api, args.zero)
     results = {}
     for ranks in ranks_list:
         for rnd in range(args.rounds):
@@ -348,8 +370,9 @@ def driver(args):
             ok = [r["img_per_sec"] for r in results[(ranks, label)]
                   if not r.get("failed")]
             meds[label] = statistics.median(ok) if ok else None
+        # DDP on gloo (not DDP on the hvdtune backend, nor ZeRO).
         ddp = {l: m for l, m in meds.items()
-               if l.startswith("ddp") and m is not None}
+               if l.startswith("ddp bucket") and m is not None}
         base_label = ddp_label(25, False, False)
         best_label = max(ddp, key=ddp.get)
         print("\n%d ranks; DDP's best: %s" % (ranks, best_label))
@@ -370,20 +393,26 @@ def driver(args):
             print("| %s | %s | %.1f | %.2fx | %.2fx |" %
                   (label, cells, med, med / meds[base_label],
                    med / ddp[best_label]))
-        tuned = [r for r in results[(ranks, "hvdtune autotuned")]
-                 if not r.get("failed")]
-        if tuned:
+        for label in ("hvdtune autotuned", "ddp-hvdtune autotuned"):
+            tuned = [r for r in results.get((ranks, label), [])
+                     if not r.get("failed")]
+            if not tuned:
+                continue
             with_tuning = statistics.median(r["img_per_sec_with_tuning"]
                                             for r in tuned)
-            print("\nautotuned, cost of tuning: %s steps, %s s until the "
+            print("\n%s, cost of tuning: %s steps, %s s until the "
                   "freeze; counted with those steps (%d timed steps after "
                   "them): %s img/s, median %.1f = %.2fx DDP's best" % (
+                      label,
                       ", ".join(str(r["tuning_steps"]) for r in tuned),
                       ", ".join("%.1f" % r["tuning_seconds"] for r in tuned),
                       args.measure_steps,
                       ", ".join("%.1f" % r["img_per_sec_with_tuning"]
                                 for r in tuned),
                       with_tuning, with_tuning / ddp[best_label]))
+        if meds.get("zero gloo") and meds.get("zero hvdtune"):
+            print("\nZeRO on hvdtune: %.2fx ZeRO on gloo" %
+                  (meds["zero hvdtune"] / meds["zero gloo"]))
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump({"args": vars(args), "summary": summary,
@@ -411,6 +440,16 @@ def main():
                    help="DDP at its default gradient_as_bucket_view and "
                    "static_graph only (else every bucket size with each of "
                    "the four combinations)")
+    p.add_argument("--bucket-view-only", action="store_true",
+                   help="DDP with and without gradient_as_bucket_view only "
+                   "(static_graph off)")
+    p.add_argument("--no-horovod-api", dest="horovod_api",
+                   action="store_false",
+                   help="leave out hvdtune.torch.DistributedOptimizer")
+    p.add_argument("--zero", action="store_true",
+                   help="also DDP + ZeroRedundancyOptimizer (SGD, 25 MB "
+                   "buckets) on gloo and on the hvdtune backend; worker: use "
+                   "ZeroRedundancyOptimizer")
     p.add_argument("--ranks", default="2,4")
     p.add_argument("--tune-samples", type=int, default=8,
                    help="autotuned runs: the tuner's sample budget "

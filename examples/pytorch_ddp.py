@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """A torch.distributed DDP script on hvdtune: the usual DDP code, with
-backend="hvdtune" and `import hvdtune.torch`. Started by mpirun (the ranks
-come from MPI):
+backend="hvdtune" and `import hvdtune.torch`. Started by torchrun (the
+ranks and the store are torchrun's; the runtime runs on the Gloo engine)
+or by mpirun (the ranks come from MPI):
 
+    /usr/bin/python3 -m torch.distributed.run --nproc_per_node 2 \
+        examples/pytorch_ddp.py
     tools/mpirun.sh -np 2 /usr/bin/python3 examples/pytorch_ddp.py \
         --init-method file://$PWD/ddp.store
 
@@ -27,14 +30,23 @@ def main():
     parser.add_argument("--init-method", default="env://",
                         help="where torch.distributed's store is")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--bucket-cap-mb", type=float, default=25,
+                        help="DDP's bucket size")
+    parser.add_argument("--hidden", type=int, default=64,
+                        help="the hidden layer's width")
     args = parser.parse_args()
-    dist.init_process_group(
-        "hvdtune", init_method=args.init_method,
-        rank=int(os.environ.get("OMPI_COMM_WORLD_RANK", 0)),
-        world_size=int(os.environ.get("OMPI_COMM_WORLD_SIZE", 1)))
+    if "OMPI_COMM_WORLD_RANK" in os.environ:  # mpirun: MPI's ranks
+        dist.init_process_group(
+            "hvdtune", init_method=args.init_method,
+            rank=int(os.environ["OMPI_COMM_WORLD_RANK"]),
+            world_size=int(os.environ["OMPI_COMM_WORLD_SIZE"]))
+    else:  # torchrun: its RANK, WORLD_SIZE and store (env://)
+        dist.init_process_group("hvdtune", init_method=args.init_method)
     rank = dist.get_rank()
     torch.manual_seed(0)
-    model = DDP(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4)))
+    model = DDP(nn.Sequential(nn.Linear(32, args.hidden), nn.ReLU(),
+                              nn.Linear(args.hidden, 4)),
+                bucket_cap_mb=args.bucket_cap_mb)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     data = torch.Generator().manual_seed(rank)
     for step in range(args.steps):
@@ -55,6 +67,9 @@ def main():
         status = hvdtune.autotune_status()
         print("autotune: phase %s, %d samples, source %s" %
               (status["phase"], status["samples"], status["source"]))
+        # The store knows this model by these sizes (its fingerprint).
+        print("DDP buckets (bytes): %s" %
+              model._get_ddp_logging_data().get("bucket_sizes", "?"))
     dist.destroy_process_group()
 
 

@@ -27,6 +27,7 @@
 #include "errors.h"
 #include "hvdtune/grouping.h"
 #include "hvdtune/mpi.h"
+#include "hvdtune/rendezvous.h"
 #include "hvdtune/runtime.h"
 #include "runtime_ref.h"
 #include "tensors.h"
@@ -760,6 +761,26 @@ void DefineModule(py::module_& m) {
   m.def("runtime_ref", &RuntimeRef, py::arg("process_set") = 0,
         "A weak reference to the runtime (a capsule), for hvdtune._c10d.");
   m.def("pending_orphans", [] { return GetState().orphans.size(); });
+  // The Gloo engine's rendezvous store, served by a launcher that is not
+  // hvd-tune run --gloo (the torch.distributed backend under torchrun).
+  py::class_<RendezvousServer>(m, "RendezvousServer",
+                               "The Gloo engine's rendezvous key-value store "
+                               "(hvdtune/rendezvous.h), served by this "
+                               "process while the object lives.")
+      .def(py::init<const std::string&, int>(), py::arg("address"),
+           py::arg("port") = 0,
+           "Listens on address:port (0: a free port); raises naming the "
+           "address when it cannot.")
+      .def_property_readonly("port", &RendezvousServer::port)
+      .def(
+          "set",
+          [](RendezvousServer& s, const std::string& key,
+             const std::string& value) { s.Set(key, value); },
+          py::arg("key"), py::arg("value"))
+      .def_static("lost_rank_key", &RendezvousServer::LostRankKey,
+                  py::arg("rank"),
+                  "The key under which a launcher marks a rank lost (the "
+                  "survivors' errors name it).");
 }
 
 }  // namespace hvdtune::python

@@ -1,22 +1,21 @@
 """torch.distributed on the "hvdtune" backend: every collective, checked
 element by element against a numpy reference of all ranks' inputs. Runs
-under mpirun at 1 to 4 ranks (ctest python_c10d_np*)."""
+under mpirun and under torchrun at 1 to 4 ranks (ctest python_c10d_np*,
+python_c10d_torchrun_np*)."""
+
+import time
 
 import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
 
-import hvdtune
-import hvdtune.torch  # registers the backend
-
-from hvdtune.torch.distributed import mpi_init_method
+from c10d_launch import init_process_group
 
 
 @pytest.fixture(scope="module", autouse=True)
 def group():
-    dist.init_process_group("hvdtune", init_method=mpi_init_method(),
-                           rank=hvdtune.rank(), world_size=hvdtune.size())
+    init_process_group("hvdtune")
     yield
     dist.destroy_process_group()
 
@@ -95,6 +94,25 @@ def test_all_reduce_repeated_names_stay_correct():
         t.fill_(rank() + step)
         dist.all_reduce(t)
         assert torch.all(t == sum(range(size())) + size() * step)
+
+
+def test_fresh_tensors_get_the_same_names_on_every_rank():
+    """A new tensor each call (a flag, a metric): rank 0 keeps every one
+    alive (new addresses), the others drop each at once, so that the
+    allocator may hand its address out again, or not yet (the waiter thread
+    drops its reference when it gets to it). The names must agree all the
+    same, or the ranks wait for each other's names."""
+    kept = []
+    for step in range(200):
+        t = torch.full((4,), float(rank() + step))
+        work = dist.all_reduce(t, async_op=True)
+        work.wait()
+        assert torch.all(t == sum(range(size())) + size() * step)
+        if rank() == 0:
+            kept.append(t)
+        else:
+            del work, t  # the next tensor may take this one's place
+            time.sleep(0.001)  # let the waiter thread drop its reference
 
 
 def test_all_reduce_coalesced():

@@ -1,11 +1,11 @@
 """Whole torch.distributed jobs on the "hvdtune" backend, launched with
-mpirun from a plain pytest process: a rank that fails or dies mid-training
-ends the job instead of leaving the others waiting, and a job started
-under torchrun is refused with the reason."""
+mpirun or torchrun from a plain pytest process: a rank that fails or dies
+mid-training ends the job instead of leaving the others waiting, naming
+the rank."""
 
 import csv
 import os
-import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -57,26 +57,64 @@ def test_a_failing_rank_ends_the_ddp_job(tmp_path, fail, message):
     assert message in job.stderr, job.stderr
 
 
-def test_torchrun_is_refused_with_the_reason(tmp_path):
+KILLED = textwrap.dedent("""
+    import os, signal, sys, time
+    import torch, torch.distributed as dist, hvdtune.torch
+    dist.init_process_group("hvdtune")
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 8))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(100000):
+        if dist.get_rank() == KILLED and step == 5:
+            os.kill(os.getpid(), signal.SIGKILL)
+        start = time.monotonic()
+        try:
+            opt.zero_grad()
+            model(torch.randn(4, 64)).sum().backward()
+            opt.step()
+        except RuntimeError as e:
+            print("rank %d raised after %.1f s: %s" %
+                  (dist.get_rank(), time.monotonic() - start, e), flush=True)
+            sys.exit(1)
+""")
+
+
+@pytest.mark.parametrize("killed", [0, 2])
+def test_a_rank_killed_under_torchrun_ends_the_job_naming_it(tmp_path, killed):
+    """torchrun, 3 ranks on the Gloo engine: one rank is killed mid-training
+    (rank 0 started the rendezvous, which outlives it). The others' pending
+    collectives fail at once, naming the lost rank, and they end by
+    themselves well before torch's 30-minute timeout (torchrun's own
+    monitor, every 20 s here, would end them later)."""
+    import torchrun
     path = tmp_path / "job.py"
-    path.write_text(textwrap.dedent("""
-        import torch.distributed as dist, hvdtune.torch
-        dist.init_process_group("hvdtune")
-    """))
-    # torchrun of torch 1.13 on Python 3.11 fails parsing its default
-    # --redirects/--tee of 0 (Std.NONE is not iterated in Python 3.11):
-    # name a single stream instead.
-    with socket.socket() as s:  # a free port for torchrun's store
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    job = run([sys.executable, "-m", "torch.distributed.run",
-               "--nproc_per_node=2", "--master_port=%d" % port,
-               "--redirects", "2",
-               "--tee", "2", str(path)],
+    path.write_text(KILLED.replace("KILLED", str(killed)))
+    cmd = torchrun.command(3, ["--monitor_interval", "20", str(path)])
+    try:
+        job = run(cmd, timeout=120)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail("the job hung after a rank was killed: %s" % e)
+    assert job.returncode != 0
+    lost = ("lost: rank %d (its process ended without shutting hvdtune "
+            "down)" % killed)
+    for r in {0, 1, 2} - {killed}:
+        line = [l for l in job.stdout.splitlines()
+                if l.startswith("rank %d raised" % r)]
+        assert line and lost in line[0], job.stdout + job.stderr
+        seconds = float(line[0].split(" after ")[1].split(" s:")[0])
+        assert seconds < 15, line[0]
+
+
+def test_a_rank_that_raises_under_torchrun_is_named_with_its_error(tmp_path):
+    import torchrun
+    path = tmp_path / "job.py"
+    path.write_text(KILLED.replace(
+        "os.kill(os.getpid(), signal.SIGKILL)",
+        "raise ValueError('boom at step 5')").replace("KILLED", "1"))
+    job = run(torchrun.command(2, ["--monitor_interval", "20", str(path)]),
               timeout=120)
     assert job.returncode != 0
-    assert "torchrun needs the Gloo engine" in job.stderr + job.stdout, \
-        job.stderr
+    assert "lost: rank 1 (raised ValueError: boom at step 5)" in job.stdout, \
+        job.stdout + job.stderr
 
 
 EXAMPLE = os.path.join(
@@ -86,20 +124,41 @@ EXAMPLE = os.path.join(
     "examples", "pytorch_ddp.py")
 
 
+def ddp_example(launcher, tmp_path, name, args, env, timeout=180):
+    if launcher == "torchrun":
+        import torchrun
+        cmd = torchrun.command(2, [EXAMPLE] + args)
+    else:
+        cmd = MPIRUN + ["-np", "2", sys.executable, EXAMPLE, "--init-method",
+                        "file://%s" % (tmp_path / name)] + args
+    job = run(cmd, timeout=timeout, env=env)
+    assert job.returncode == 0, job.stdout + job.stderr
+    return job
+
+
+def stored_models(path):
+    with sqlite3.connect(str(path)) as db:
+        return [text for (text,) in db.execute(
+            "SELECT text FROM fingerprints WHERE kind = 'model'")]
+
+
+@pytest.mark.parametrize("launcher", ["mpirun", "torchrun"])
 def test_autotuned_ddp_freezes_and_the_next_run_starts_from_the_store(
-        tmp_path):
+        tmp_path, launcher):
     """HOROVOD_AUTOTUNE=1 on a DDP job: it freezes, and the same job's next
-    run finds its fingerprint (from DDP's bucket sizes) in the store and
-    explores nothing."""
+    run finds its fingerprint in the store and explores nothing. The model
+    fingerprint is the first step's tensors: DDP's start-up collectives and
+    its gradient bucket, whose size DDP reports."""
+    db = tmp_path / "store.db"
     env = {
         "HOROVOD_AUTOTUNE": "1",
-        "HOROVOD_AUTOTUNE_DB": str(tmp_path / "store.db"),
+        "HOROVOD_AUTOTUNE_DB": str(db),
         "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
         "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "3",
         "HVDTUNE_AUTOTUNE_SAMPLE_PRECISION": "0",
         "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "4",
     }
-    phases = []
+    phases, jobs = [], []
     for run_number in range(2):
         log = tmp_path / ("autotune%d.csv" % run_number)
         env["HOROVOD_AUTOTUNE_LOG"] = str(log)
@@ -108,17 +167,39 @@ def test_autotuned_ddp_freezes_and_the_next_run_starts_from_the_store(
         # confirmation scores 90% below the stored score (the same job's
         # steps here vary 2-3x with the machine's load).
         env["HVDTUNE_AUTOTUNE_RETUNE_DROP"] = "0" if run_number == 0 else "0.9"
-        job = run(MPIRUN + [
-            "-np", "2", sys.executable, EXAMPLE, "--steps", "200",
-            "--init-method", "file://%s" % (tmp_path / ("s%d" % run_number))
-        ], timeout=180, env=env)
-        assert job.returncode == 0, job.stdout + job.stderr
+        job = ddp_example(launcher, tmp_path, "s%d" % run_number,
+                          ["--steps", "200"], env)
+        jobs.append(job)
         with open(log) as f:
             phases.append([r["phase"] for r in csv.DictReader(f)])
         assert "autotune: phase frozen" in job.stdout, job.stdout
     assert "exploring" in phases[0], phases[0]
     assert "source store" in job.stdout, job.stdout
     assert "exploring" not in phases[1], phases[1]
+    first = jobs[0]
+    assert fingerprint(jobs[1]) == fingerprint(first)
+    # One model in the store, holding the bucket's float32 elements.
+    bucket_bytes = [int(b) for b in job.stdout.split(
+        "DDP buckets (bytes): ")[1].splitlines()[0].split(",")]
+    models = stored_models(db)
+    assert len(models) == 1, models
+    shapes = models[0].split("shapes=")[1].split()[0].split(",")
+    for b in bucket_bytes:
+        assert "float32:%d" % (b // 4) in shapes, (bucket_bytes, models)
+    if launcher == "torchrun":
+        # Another model (a wider layer: another bucket size) is another
+        # fingerprint: at most similar jobs' samples are priors, never the
+        # stored best applied as it is.
+        job = ddp_example(launcher, tmp_path, "s2",
+                          ["--steps", "5", "--hidden", "96"], env)
+        assert "bytes): %d\n" % (4 * (32 * 96 + 96 + 96 * 4 + 4)) in \
+            job.stdout, job.stdout
+        assert fingerprint(job) != fingerprint(first), job.stderr
+        assert "source store" not in job.stdout, job.stdout
+
+
+def fingerprint(job):
+    return (job.stdout + job.stderr).split("fingerprint ")[1].split(",")[0]
 
 
 def mpi_job(tmp_path, script, env=None, timeout=90):

@@ -233,12 +233,18 @@ class RoundNames {
   std::size_t Next(const at::Tensor& t) {
     const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
     const auto key = std::make_pair(storage, t.storage_offset());
-    if (seen_.count(key) != 0 || next_ >= kMaxRound) {
+    // A storage that was freed is not "the same tensor" even where the
+    // allocator handed its address out again: whether it has is a matter of
+    // timing (the waiter thread drops its references when it gets to it),
+    // and the names must not depend on timing.
+    const auto it = seen_.find(key);
+    const bool again = it != seen_.end() && !it->second.expired();
+    if (again || next_ >= kMaxRound) {
       seen_.clear();
       next_ = 0;
     }
-    seen_.emplace(key, c10::weak_intrusive_ptr<c10::StorageImpl>(
-                           t.storage().getWeakStorageImpl()));
+    seen_.insert_or_assign(key, c10::weak_intrusive_ptr<c10::StorageImpl>(
+                                    t.storage().getWeakStorageImpl()));
     return next_++;
   }
 
@@ -265,7 +271,15 @@ class ProcessGroupHvdtune : public BackendBase {
       stop_ = true;
     }
     cv_.notify_all();
-    waiter_.join();
+    // The waiter takes the GIL to free a tensor that has a Python object;
+    // the thread destroying the group (DDP's Reducer, from Python) may
+    // hold it.
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      py::gil_scoped_release release;
+      waiter_.join();
+    } else {
+      waiter_.join();
+    }
   }
 
   const std::string getBackendName() const override { return "hvdtune"; }
