@@ -205,10 +205,14 @@ def test_tuning_follows_the_world(tmp_path):
     assert two and two[0][2] > 0 and two[0][3] != "store", last
     again = [v for w, v in sorted(last.items()) if w > 0 and v[0] == 4]
     assert again, last
-    # From the store, no exploration (it may still be confirming the
-    # stored best when the job ends: phase warmup).
-    assert again[-1][2:] == (0, "store"), last
-    assert again[-1][1] in ("warmup", "frozen"), last
+    # From the store. No exploration, unless the stored best did not
+    # confirm (its score moved beyond what noise explains: the tuner says
+    # so and explores again); it may still be confirming when the job ends.
+    assert again[-1][3] == "store", last
+    if again[-1][2] != 0:
+        assert "the stored best measured" in text, last
+    else:
+        assert again[-1][1] in ("warmup", "frozen"), last
 
 
 def test_sampler_skips_what_was_trained_this_epoch():
