@@ -429,6 +429,29 @@ class Bench {
       }
       fmt::print("\n");
     }
+    // With loops of both engines: the best Gloo loop's busbw over the best
+    // MPI-engine loop's at each size (above 1: Gloo is ahead).
+    const auto best_of = [&](const Measurement& m, bool gloo) {
+      std::optional<std::size_t> best;
+      for (std::size_t a = 0; a < opt_.algorithms.size(); ++a) {
+        if (opt_.algorithms[a].starts_with("gloo:") != gloo) continue;
+        if (!best || Median(m.hvd_seconds[a]) < Median(m.hvd_seconds[*best])) {
+          best = a;
+        }
+      }
+      return best;
+    };
+    if (!sizes_.empty() && best_of(sizes_.front(), true) &&
+        best_of(sizes_.front(), false)) {
+      fmt::print("# best gloo / best mpi engine busbw per size:");
+      for (const Measurement& m : sizes_) {
+        const std::size_t g = *best_of(m, true), b = *best_of(m, false);
+        fmt::print(" {}={:.3g} ({} / {})", FormatBytes(m.bytes),
+                   Median(m.hvd_seconds[b]) / Median(m.hvd_seconds[g]),
+                   opt_.algorithms[g], opt_.algorithms[b]);
+      }
+      fmt::print("\n");
+    }
     for (std::size_t a = 0; a < opt_.algorithms.size(); ++a) {
       if (big_ratios[a].empty()) continue;
       fmt::print(

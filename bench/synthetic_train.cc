@@ -20,8 +20,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -30,6 +33,7 @@
 
 #include "bench_common.h"
 #include "hvdtune/knobs.h"
+#include "hvdtune/mpi.h"
 #include "hvdtune/runtime.h"
 #include "hvdtune/workloads/builtin.h"
 #include "hvdtune/workloads/gradient_set.h"
@@ -74,6 +78,9 @@ struct Options {
   std::int64_t max_steps = 2000;
   bool allow_grouping = false;
   bool json = false;
+  /// Non-empty: the runtime runs on the Gloo engine, its traffic on this
+  /// interface (rank 0 serves the rendezvous store beside MPI).
+  std::string gloo_iface;
 };
 
 struct Window {
@@ -212,6 +219,10 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                "let the autotuner tune num_groups (grouped allreduce)");
   app.add_flag("--json", opt.json,
                "print one JSON line at the end (windows go to stderr)");
+  app.add_option("--gloo-iface", opt.gloo_iface,
+                 "run the runtime on the Gloo engine, its traffic on this "
+                 "network interface (lo on one machine, eth0 on the emulated "
+                 "cluster); the step loop itself stays on MPI");
   app.add_flag("--list-algorithms", list_algorithms,
                "print the allreduce algorithms of this build, one per line, "
                "and exit (alone, it needs no mpirun)");
@@ -224,6 +235,16 @@ int Main(MpiSession& mpi, int argc, char** argv) {
                        mpi.rank(), mpi.size());
   const std::size_t layers = model.layers();
 
+  // What a Gloo launcher would set, before the runtime reads its
+  // environment; the store lives as long as the runtime.
+  std::unique_ptr<RendezvousServer> gloo_store;
+  if (!opt.gloo_iface.empty()) {
+    std::map<std::string, std::string> vars;
+    gloo_store = ServeGlooBesideMpi(&vars, opt.gloo_iface);
+    for (const auto& [name, value] : vars) {
+      setenv(name.c_str(), value.c_str(), 1);
+    }
+  }
   RuntimeOptions rt_options;
   rt_options.tune_num_groups = opt.allow_grouping;
   Runtime rt(std::move(rt_options));

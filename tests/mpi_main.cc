@@ -9,8 +9,9 @@
 // HVDTUNE_TEST_ENGINE=gloo runs the same suites on the Gloo engine: rank 0
 // serves a rendezvous store and every rank sets the variables a Gloo
 // launcher would (HOROVOD_GLOO=1, HOROVOD_RANK, ...) before any runtime is
-// made. MPI stays up for the harness and the tests' own checks; the runtimes
-// never call it.
+// made; HVDTUNE_TEST_GLOO_IFACE names the interface of the Gloo traffic
+// (lo; eth0 on the emulated cluster). MPI stays up for the harness and the
+// tests' own checks; the runtimes never call it.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -70,7 +71,9 @@ std::unique_ptr<hvdtune::RendezvousServer> ServeGlooIfAsked() {
   const char* engine = std::getenv("HVDTUNE_TEST_ENGINE");
   if (engine == nullptr || std::string_view(engine) != "gloo") return nullptr;
   std::map<std::string, std::string> vars;
-  auto server = hvdtune::ServeGlooBesideMpi(&vars);
+  const char* iface = std::getenv("HVDTUNE_TEST_GLOO_IFACE");
+  auto server = hvdtune::ServeGlooBesideMpi(
+      &vars, iface != nullptr && *iface != '\0' ? iface : "lo");
   for (const auto& [name, value] : vars) setenv(name.c_str(), value.c_str(), 1);
   return server;
 }

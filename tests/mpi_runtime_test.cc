@@ -45,9 +45,9 @@ TEST(RuntimeTopology, RanksPerNodeOverrideEmulatesNodes) {
   RunSet(rt, "rpn", 5, Iota(5), &outs);
 }
 
-// f(thread id) for each of this process's threads named hvdtune-cycle.
+// f(thread id) for each of this process's threads named `thread`.
 template <typename F>
-auto OfCycleThreads(F f) {
+auto OfThreadsNamed(const std::string& thread, F f) {
   std::vector<decltype(f(0))> values;
   DIR* d = opendir("/proc/self/task");
   if (d == nullptr) return values;
@@ -56,19 +56,24 @@ auto OfCycleThreads(F f) {
     std::ifstream file(std::string("/proc/self/task/") + e->d_name + "/comm");
     std::string name;
     std::getline(file, name);
-    if (name == "hvdtune-cycle") values.push_back(f(std::atoi(e->d_name)));
+    if (name == thread) values.push_back(f(std::atoi(e->d_name)));
   }
   closedir(d);
   return values;
 }
 
-// Their scheduler slices in us, and their nice values.
+// The scheduler slices in us of the threads named `thread`, and the cycle
+// threads' nice values.
+std::vector<std::int64_t> ThreadSlices(const std::string& thread) {
+  return OfThreadsNamed(thread, [](int tid) {
+    return internal::SchedulerSliceMicroseconds(tid);
+  });
+}
 std::vector<std::int64_t> CycleThreadSlices() {
-  return OfCycleThreads(
-      [](int tid) { return internal::SchedulerSliceMicroseconds(tid); });
+  return ThreadSlices("hvdtune-cycle");
 }
 std::vector<int> CycleThreadNices() {
-  return OfCycleThreads([](int tid) {
+  return OfThreadsNamed("hvdtune-cycle", [](int tid) {
     return getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
   });
 }
@@ -84,13 +89,21 @@ bool KernelHonoursSlices() {
   return got == 400;
 }
 
+// On the Gloo engine, Gloo's event-loop thread (hvdtune-gloo) gets the
+// cycle thread's slice too: it wakes first for every message.
 TEST(RuntimeThreads, CycleThreadIsNamedAndAsksForItsSlice) {
   const auto count = [](std::int64_t us) {
     const auto s = CycleThreadSlices();
     return std::count(s.begin(), s.end(), us);
   };
+  const auto gloo_count = [](std::int64_t us) {
+    const auto s = ThreadSlices("hvdtune-gloo");
+    return std::count(s.begin(), s.end(), us);
+  };
+  const bool gloo = TestEngine() == EngineKind::kGloo;
   const bool honoured = KernelHonoursSlices();
   const std::int64_t before = count(250);
+  const std::int64_t gloo_before = gloo_count(250);
   {
     Runtime rt(
         RuntimeOptions{MapEnv({{"HVDTUNE_CYCLE_THREAD_SLICE_US", "250"}})});
@@ -103,10 +116,21 @@ TEST(RuntimeThreads, CycleThreadIsNamedAndAsksForItsSlice) {
     if (honoured) {
       EXPECT_EQ(count(250), before + 1);
     }
+    if (gloo) {
+      EXPECT_GE(ThreadSlices("hvdtune-gloo").size(), 1u)
+          << "no thread named hvdtune-gloo";
+      if (honoured) {
+        EXPECT_EQ(gloo_count(250), gloo_before + 1);
+      }
+    }
     std::vector<std::vector<float>> outs;
     RunSet(rt, "slice", 3, Iota(3), &outs);
   }
   EXPECT_EQ(count(250), before) << "the thread ended with its runtime";
+  if (gloo) {
+    EXPECT_EQ(gloo_count(250), gloo_before)
+        << "Gloo's loop thread ended with its runtime";
+  }
   if (!honoured) {
     GTEST_SKIP() << "this kernel keeps its own slice (Linux 6.12 or later "
                     "honours a requested one); only the name was checked";

@@ -22,7 +22,8 @@
 # node; QUICKSTART_LINK picks the link preset (1gbe; see tools/cluster.sh
 # presets); QUICKSTART_WORKLOAD and QUICKSTART_SCALE the workload
 # (resnet50, 0.1 on the cluster; many-small, 1 on fake nodes);
-# QUICKSTART_ROUNDS the side-by-side rounds (5).
+# QUICKSTART_ROUNDS the side-by-side rounds (5); QUICKSTART_ENGINE=gloo runs
+# the runtime on the Gloo engine instead of MPI (docs/gloo.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${HVDTUNE_BUILD_DIR:-$root/build}
@@ -76,6 +77,13 @@ else
   scale=${QUICKSTART_SCALE:-1}
 fi
 args=(--workload "$workload" --scale "$scale" --batch-size 32 --json)
+# QUICKSTART_ENGINE=gloo: the runtime on the Gloo engine (docs/gloo.md), its
+# traffic on the cluster's eth0 (loopback on one machine).
+case ${QUICKSTART_ENGINE:-mpi} in
+  mpi) ;;
+  gloo) args+=(--gloo-iface "$([[ -n $cluster ]] && echo eth0 || echo lo)") ;;
+  *) echo "$0: QUICKSTART_ENGINE must be mpi or gloo, not '$QUICKSTART_ENGINE'" >&2; exit 2 ;;
+esac
 export HOROVOD_AUTOTUNE_DB=${QUICKSTART_DB:-$scratch/store.db}
 export HVDTUNE_AUTOTUNE_STORE=auto
 

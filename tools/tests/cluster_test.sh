@@ -155,6 +155,11 @@ test_mpi() {
   # boundaries) bit-exact across the cluster.
   HVDTUNE_EXPECT_NODES=2 "$cluster" run "$mpi_tests" \
     --gtest_filter='TwoNodeLayout.*:Registry/AlgorithmDirectTest.EveryDtype*:*AlgorithmRuntimeTest*:*HierarchicalPiecesTest*shared'
+  # The same on the Gloo engine, its traffic on the nodes' eth0, and process
+  # sets whose hierarchical allreduce spans both nodes.
+  HVDTUNE_EXPECT_NODES=2 HVDTUNE_TEST_ENGINE=gloo HVDTUNE_TEST_GLOO_IFACE=eth0 \
+    "$cluster" run "$mpi_tests" \
+    --gtest_filter='TwoNodeLayout.*:*AlgorithmRuntimeTest*:ProcessSets.*'
 }
 
 test_teardown() {

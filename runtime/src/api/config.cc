@@ -267,8 +267,9 @@ constexpr SettingSpec kSettings[] = {
      "kernel for, in microseconds. Linux 6.12 and later honour it: a woken "
      "cycle thread then preempts a training thread on its core instead of "
      "waiting out that thread's slice, which keeps negotiation rounds and "
-     "ring steps short where ranks share cores. 0 = the kernel's slice; "
-     "older kernels ignore it."},
+     "ring steps short where ranks share cores. On the Gloo engine Gloo's "
+     "event-loop thread (hvdtune-gloo) gets the same slice. 0 = the "
+     "kernel's slice; older kernels ignore it."},
     {"Runtime", "HOROVOD_STALL_CHECK_TIME_SECONDS", "60", "0 – 1e9",
      "Rank 0 warns, every this many seconds, about each tensor that some "
      "ranks submitted and others did not, naming the tensor and the missing "

@@ -90,8 +90,9 @@ std::array<KnobSpec, kNumKnobs> BuildTable() {
        .description =
            "Allreduce algorithm, each engine its own (MPI: native, ring, "
            "hierarchical; Gloo: all five): native = the library's own "
-           "allreduce (MPI_Allreduce, ncclAllReduce, Gloo's default); ring = "
-           "pipelined ring on point-to-point (segment: ring_segment_bytes; "
+           "allreduce (MPI_Allreduce, ncclAllReduce; on Gloo one exchange "
+           "round up to 64 KiB, Gloo's default above); ring = pipelined "
+           "ring on point-to-point (segment: ring_segment_bytes; "
            "on Gloo, Gloo's ring); hierarchical = across nodes through each "
            "node (MPI: reduce-scatter inside each node, allreduce across "
            "nodes, allgather inside each node; Gloo: reduce to each node's "

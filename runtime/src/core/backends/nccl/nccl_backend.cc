@@ -1,7 +1,5 @@
 #include "core/backends/nccl/nccl_backend.h"
 
-#include <mpi.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -10,6 +8,7 @@
 #include <thread>
 
 #include "core/backends/nccl/nccl_backend_cuda.h"
+#include "core/backends/nccl/nccl_bootstrap.h"
 #include "core/reduce.h"
 
 namespace hvdtune::internal {
@@ -19,29 +18,6 @@ bool IsInteger(DataType dtype) {
   return dtype == DataType::kUInt8 || dtype == DataType::kInt32 ||
          dtype == DataType::kInt64 || dtype == DataType::kInt8 ||
          dtype == DataType::kInt16 || dtype == DataType::kBool;
-}
-
-// Every rank learns whether every rank's `local` status is Ok; if not, every
-// rank gets the first failing rank's message, so all ranks take the same
-// branch afterwards (one rank entering an NCCL init alone would hang).
-Status Agree(MPI_Comm comm, int rank, int size, const Status& local) {
-  const int mine = local.ok() ? size : rank;
-  int first = size;
-  int rc = MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (rc != MPI_SUCCESS) return MpiError("MPI_Allreduce", rc);
-  if (first == size) return Status::Ok();
-  std::string text = local.message();
-  int len = static_cast<int>(text.size());
-  rc = MPI_Bcast(&len, 1, MPI_INT, first, comm);
-  if (rc != MPI_SUCCESS) return MpiError("MPI_Bcast", rc);
-  text.resize(static_cast<std::size_t>(len));
-  rc = MPI_Bcast(text.data(), len, MPI_CHAR, first, comm);
-  if (rc != MPI_SUCCESS) return MpiError("MPI_Bcast", rc);
-  if (size > 1) {
-    text +=
-        " (rank " + std::to_string(first) + " of " + std::to_string(size) + ")";
-  }
-  return Status::Internal(text);
 }
 
 // NCCL's version code for 2.30.0, the first that lets several ranks of one
@@ -55,7 +31,8 @@ bool MultiRankGpuAllowed() {
 }
 
 // One rank's CUDA side: a device for this local rank and a stream on it.
-Status OpenDevice(const MpiContext& mpi, int* device, cudaStream_t* stream) {
+Status OpenDevice(const NcclBootstrap::Place& local, int* device,
+                  cudaStream_t* stream) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
@@ -68,15 +45,15 @@ Status OpenDevice(const MpiContext& mpi, int* device, cudaStream_t* stream) {
   }
   // NCCL before 2.30 refuses two ranks of one communicator on the same
   // device; from 2.30 it allows them when NCCL_MULTI_RANK_GPU_ENABLE=1.
-  if (mpi.local_size > count && !MultiRankGpuAllowed()) {
+  if (local.size > count && !MultiRankGpuAllowed()) {
     return Status::Internal(
-        std::to_string(mpi.local_size) + " ranks on this node but " +
+        std::to_string(local.size) + " ranks on this node but " +
         std::to_string(count) +
         " CUDA device(s); NCCL needs one per rank (or NCCL >= 2.30 with "
         "NCCL_MULTI_RANK_GPU_ENABLE=1; this is NCCL " +
         std::to_string(NcclVersionCode()) + ")");
   }
-  *device = mpi.local_rank % count;
+  *device = local.rank % count;
   e = cudaSetDevice(*device);
   if (e != cudaSuccess) return CudaError("cudaSetDevice", e);
   e = cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking);
@@ -84,22 +61,24 @@ Status OpenDevice(const MpiContext& mpi, int* device, cudaStream_t* stream) {
   return Status::Ok();
 }
 
-// An NCCL communicator over the ranks of `comm`: its rank 0 makes the unique
-// id and broadcasts it (with its result, so a failure there is seen by all).
-Status InitComm(MPI_Comm comm, int rank, int size, ncclComm_t* out) {
+// An NCCL communicator over the ranks of `group`: its rank 0 makes the
+// unique id and broadcasts it through the engine's bootstrap (with its
+// result, so a failure there is seen by all).
+Status InitComm(NcclBootstrap& bootstrap, NcclBootstrap::Group group,
+                ncclComm_t* out) {
+  const NcclBootstrap::Place me = bootstrap.place(group);
   struct {
     int result;
     ncclUniqueId id;
   } boot;
   std::memset(&boot, 0, sizeof boot);
-  if (rank == 0) boot.result = ncclGetUniqueId(&boot.id);
-  const int rc =
-      MPI_Bcast(&boot, static_cast<int>(sizeof boot), MPI_BYTE, 0, comm);
-  if (rc != MPI_SUCCESS) return MpiError("MPI_Bcast", rc);
+  if (me.rank == 0) boot.result = ncclGetUniqueId(&boot.id);
+  const Status sent = bootstrap.Broadcast(group, &boot, sizeof boot);
+  if (!sent.ok()) return sent;
   if (boot.result != ncclSuccess) {
     return NcclError("ncclGetUniqueId", static_cast<ncclResult_t>(boot.result));
   }
-  const ncclResult_t r = ncclCommInitRank(out, size, boot.id, rank);
+  const ncclResult_t r = ncclCommInitRank(out, me.size, boot.id, me.rank);
   if (r != ncclSuccess) {
     *out = nullptr;
     return NcclError("ncclCommInitRank", r);
@@ -194,34 +173,20 @@ ncclDataType_t NcclType(DataType dtype) {
   return ncclFloat64;
 }
 
-std::unique_ptr<Backend> MakeNcclBackend(const MpiContext& mpi,
-                                         Status* why_not) {
+std::unique_ptr<Backend> MakeNcclBackend(NcclBootstrap& boot, Status* why_not) {
+  using Group = NcclBootstrap::Group;
   // Not make_unique: the constructor is private to the factory.
   std::unique_ptr<NcclBackend> b(new NcclBackend());
-  b->rank_ = mpi.rank;
-  b->size_ = mpi.size;
-  Status s = Agree(mpi.control, mpi.rank, mpi.size,
-                   OpenDevice(mpi, &b->device_, &b->stream_));
-  if (s.ok()) {
-    s = Agree(mpi.control, mpi.rank, mpi.size,
-              InitComm(mpi.control, mpi.rank, mpi.size, &b->world_));
-  }
-  if (s.ok()) {
-    s = Agree(mpi.control, mpi.rank, mpi.size,
-              InitComm(mpi.local, mpi.local_rank, mpi.local_size, &b->local_));
-  }
-  if (s.ok()) {
-    s = Agree(mpi.control, mpi.rank, mpi.size,
-              InitComm(mpi.cross, mpi.cross_rank, mpi.cross_size, &b->cross_));
-  }
-  if (s.ok()) {
-    // Hierarchical shards line up across nodes only if nodes are equal.
-    int sizes[2] = {mpi.local_size, -mpi.local_size};
-    const int rc =
-        MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MIN, mpi.control);
-    if (rc != MPI_SUCCESS) s = MpiError("MPI_Allreduce", rc);
-    b->uniform_nodes_ = sizes[0] == -sizes[1];
-  }
+  const NcclBootstrap::Place world = boot.place(Group::kWorld);
+  b->rank_ = world.rank;
+  b->size_ = world.size;
+  Status s = boot.Agree(
+      OpenDevice(boot.place(Group::kLocal), &b->device_, &b->stream_));
+  if (s.ok()) s = boot.Agree(InitComm(boot, Group::kWorld, &b->world_));
+  if (s.ok()) s = boot.Agree(InitComm(boot, Group::kLocal, &b->local_));
+  if (s.ok()) s = boot.Agree(InitComm(boot, Group::kCross, &b->cross_));
+  // Hierarchical shards line up across nodes only if nodes are equal.
+  if (s.ok()) s = boot.UniformNodes(&b->uniform_nodes_);
   if (!s.ok()) {
     // Peers may be missing from a half-made communicator: abort, never
     // finalize (which would wait for them).

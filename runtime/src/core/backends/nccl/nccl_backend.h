@@ -10,6 +10,7 @@
 
 #include "core/backends/backend.h"
 #include "core/backends/mpi/mpi_context.h"
+#include "core/backends/nccl/nccl_bootstrap.h"
 #include "hvdtune/runtime.h"
 #include "hvdtune/status.h"
 #include "hvdtune/types.h"
@@ -22,20 +23,26 @@ inline constexpr std::string_view kNcclBackendName = "nccl";
 /// Creates the NCCL backend of one runtime: picks the CUDA device
 /// local_rank % device count, creates one CUDA stream, and three NCCL
 /// communicators (all ranks, the ranks of this node, the ranks with the same
-/// local rank across nodes) whose unique ids travel over MPI.
+/// local rank across nodes) whose unique ids travel through `boot` (over
+/// MPI on the MPI engine, through the rendezvous store on Gloo).
 ///
-/// Collective over `mpi.control`: every rank must call it at the same point.
+/// Collective over the world: every rank must call it at the same point.
 /// The ranks agree on the outcome, so either every rank gets a backend or
 /// every rank gets nullptr with the same `*why_not` — never a hang. The
 /// reason is the first failing rank's CUDA/NCCL error text (with "(rank R of
 /// N)" appended when N > 1): a build without CUDA, "no CUDA device:
 /// <cudaGetDeviceCount error text>", more ranks on a node than devices, ...
 ///
-/// The backend keeps copies of `mpi`'s communicator handles: destroy it
-/// before MpiContext::Free(). Its calls may come from any one thread at a
-/// time (the cycle thread); each makes the backend's device current first.
-std::unique_ptr<Backend> MakeNcclBackend(const MpiContext& mpi,
-                                         Status* why_not);
+/// `boot` is needed only while it runs. The backend's calls may come from
+/// any one thread at a time (the cycle thread); each makes the backend's
+/// device current first.
+std::unique_ptr<Backend> MakeNcclBackend(NcclBootstrap& boot, Status* why_not);
+
+/// The same over the communicators of `mpi` (the MPI engine's bootstrap).
+inline std::unique_ptr<Backend> MakeNcclBackend(const MpiContext& mpi,
+                                                Status* why_not) {
+  return MakeNcclBackend(*MakeMpiNcclBootstrap(mpi), why_not);
+}
 
 /// True when `ptr` is CUDA device or managed memory. False for host memory
 /// (pinned or not), on any CUDA error (no driver, no device), and in a build

@@ -70,7 +70,7 @@ class NcclBackend final : public Backend {
   bool uniform_nodes() const { return uniform_nodes_; }
 
  private:
-  friend std::unique_ptr<Backend> MakeNcclBackend(const MpiContext& mpi,
+  friend std::unique_ptr<Backend> MakeNcclBackend(NcclBootstrap& boot,
                                                   Status* why_not);
   NcclBackend() = default;
 

@@ -6,7 +6,7 @@
 
 namespace hvdtune::internal {
 
-std::unique_ptr<Backend> MakeNcclBackend(const MpiContext& /*mpi*/,
+std::unique_ptr<Backend> MakeNcclBackend(NcclBootstrap& /*boot*/,
                                          Status* why_not) {
   if (why_not != nullptr) {
     *why_not = Status::Internal(

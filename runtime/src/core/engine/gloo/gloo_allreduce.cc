@@ -14,15 +14,25 @@ namespace {
 
 class Native final : public EngineAllreduce {
  public:
-  explicit Native(GlooBackend& world) : world_(world) {}
+  Native(GlooBackend& world, Backend* device)
+      : world_(world), device_(device) {}
   std::string_view name() const override { return "native"; }
   Status Run(const KnobSettings&, const void* in, void* out, std::int64_t count,
              DataType dtype, ReduceOp op) override {
     return world_.Allreduce(in, out, count, dtype, op);
   }
+  bool has_device_version() const override { return device_ != nullptr; }
+  Status RunDevice(const KnobSettings& knobs, const void* in, void* out,
+                   std::int64_t count, DataType dtype, ReduceOp op) override {
+    if (device_ == nullptr) {
+      return EngineAllreduce::RunDevice(knobs, in, out, count, dtype, op);
+    }
+    return device_->Allreduce(in, out, count, dtype, op);
+  }
 
  private:
   GlooBackend& world_;
+  Backend* device_;
 };
 
 class Ring final : public EngineAllreduce {
@@ -113,11 +123,12 @@ class Hierarchical final : public EngineAllreduce {
 }  // namespace
 
 std::vector<std::unique_ptr<EngineAllreduce>> MakeGlooAllreduceAlgorithms(
-    GlooBackend& world, GlooBackend& local, GlooBackend& cross) {
+    GlooBackend& world, GlooBackend& local, GlooBackend& cross,
+    Backend* device) {
   std::vector<std::unique_ptr<EngineAllreduce>> all;
   for (std::string_view name : kAllreduceAlgorithmNames) {
     std::unique_ptr<EngineAllreduce> a;
-    if (name == "native") a = std::make_unique<Native>(world);
+    if (name == "native") a = std::make_unique<Native>(world, device);
     if (name == "ring") a = std::make_unique<Ring>(world);
     if (name == "ring_chunked") {
       a = std::make_unique<Classic<gloo::AllreduceRingChunked>>(world, name);

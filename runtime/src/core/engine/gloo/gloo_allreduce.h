@@ -15,8 +15,10 @@
 
 namespace hvdtune::internal {
 
-/// One instance per knob choice (null where Gloo serves none).
+/// One instance per knob choice (null where Gloo serves none). With a
+/// device backend (NCCL), `native` has a device version: its allreduce.
 std::vector<std::unique_ptr<EngineAllreduce>> MakeGlooAllreduceAlgorithms(
-    GlooBackend& world, GlooBackend& local, GlooBackend& cross);
+    GlooBackend& world, GlooBackend& local, GlooBackend& cross,
+    Backend* device);
 
 }  // namespace hvdtune::internal

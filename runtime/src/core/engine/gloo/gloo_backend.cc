@@ -8,10 +8,14 @@
 
 #include <cstring>
 
+#include "core/engine/gloo/gloo_exchange.h"
 #include "core/engine/gloo/gloo_reduce.h"
 
 namespace hvdtune::internal {
 namespace {
+
+// The small allreduces' exchange round, apart from the negotiation's.
+constexpr std::uint32_t kExchangeTag = 0x6e78;  // "nx"
 
 // Gloo wants a valid address even for an empty buffer.
 std::uint8_t none = 0;
@@ -28,7 +32,14 @@ bool Alone(const std::shared_ptr<gloo::Context>& ctx) {
 
 Status GlooBackend::Allreduce(const void* in, void* out, std::int64_t count,
                               DataType dtype, ReduceOp op) {
-  return RingAllreduce(in, out, count, dtype, op, 0);
+  const auto bytes = count * static_cast<std::int64_t>(DataTypeSize(dtype));
+  if (count <= 0 || Alone(ctx_) || bytes > kGlooExchangeMaxBytes) {
+    return RingAllreduce(in, out, count, dtype, op, 0);
+  }
+  return groups_.Guard("allreduce", [&] {
+    ExchangeAllreduce(ctx_, in, out, count, dtype, op, kExchangeTag,
+                      groups_.timeout(), &exchange_scratch_);
+  });
 }
 
 Status GlooBackend::RingAllreduce(const void* in, void* out, std::int64_t count,

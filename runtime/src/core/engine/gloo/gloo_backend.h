@@ -18,7 +18,8 @@ class GlooBackend final : public Backend {
   GlooBackend(const GlooGroups& groups, std::shared_ptr<gloo::Context> ctx)
       : groups_(groups), ctx_(std::move(ctx)) {}
   std::string_view name() const override { return "gloo"; }
-  /// Gloo's own allreduce (its choice of algorithm).
+  /// One exchange round up to kGlooExchangeMaxBytes (ExchangeAllreduce),
+  /// Gloo's own allreduce above.
   Status Allreduce(const void* in, void* out, std::int64_t count,
                    DataType dtype, ReduceOp op) override;
   /// Gloo's ring allreduce with segments of at most `segment_bytes`.
@@ -45,6 +46,8 @@ class GlooBackend final : public Backend {
   std::shared_ptr<gloo::Context> ctx_;
   /// Reducescatter's whole reduced input (kept between calls).
   std::vector<std::uint8_t> scratch_;
+  /// The exchange round's inputs of every rank (kept between calls).
+  std::vector<std::uint8_t> exchange_scratch_;
 };
 
 }  // namespace hvdtune::internal

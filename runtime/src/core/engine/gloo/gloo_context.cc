@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <exception>
 #include <mutex>
 #include <thread>
 
+#include "core/thread_scheduling.h"
 #include "hvdtune/rendezvous.h"
 
 namespace hvdtune::internal {
@@ -43,10 +45,40 @@ std::string ThisHost() {
   return name;
 }
 
+// Gloo's TCP device reads every incoming message on a thread of its own (an
+// epoll loop), which then wakes the thread waiting for it (the cycle
+// thread): each message of a Gloo collective costs two wake-ups. Where ranks
+// share cores with other work, a woken thread with the kernel's default
+// slice may wait for the running thread's slice to end (up to a scheduler
+// tick: 4 ms at HZ=250) before it reads; a woken thread with a shorter slice
+// preempts. So the loop thread gets the cycle thread's slice
+// (HVDTUNE_CYCLE_THREAD_SLICE_US; docs/benchmarks.md has the measurement).
+// The device is made on a thread of its own that asks for the slice and the
+// name: the loop thread it starts inherits both (Linux copies them to new
+// threads), and the caller keeps its own.
+std::shared_ptr<gloo::transport::Device> MakeDevice(
+    const gloo::transport::tcp::attr& attr, int slice_us) {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::exception_ptr failed;
+  std::thread maker([&] {
+    NameThisThread("hvdtune-gloo");
+    // A kernel that refuses keeps its own slice: slower, never wrong.
+    if (slice_us > 0) RequestSchedulerSlice(slice_us);
+    try {
+      device = gloo::transport::tcp::CreateDevice(attr);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  });
+  maker.join();
+  if (failed) std::rethrow_exception(failed);
+  return device;
+}
+
 }  // namespace
 
 GlooGroups::GlooGroups(const GlooSettings& settings,
-                       const std::vector<int>& ranks)
+                       const std::vector<int>& ranks, int loop_slice_us)
     : settings_(settings),
       timeout_(static_cast<std::int64_t>(settings.timeout_seconds * 1000)) {
   std::string key;
@@ -82,7 +114,7 @@ GlooGroups::GlooGroups(const GlooSettings& settings,
       attr.hostname =
           settings.hostname.empty() ? ThisHost() : settings.hostname;
     }
-    device_ = gloo::transport::tcp::CreateDevice(attr);
+    device_ = MakeDevice(attr, loop_slice_us);
     all_ = Connect("all", world_.rank, world_.size);
   } catch (const ConfigError&) {
     throw;
@@ -114,6 +146,7 @@ void GlooGroups::SplitNodes(const std::vector<int>& node_of) {
     local_rank[r] = members[node_of[r]]++;
   }
   nodes_ = static_cast<int>(members.size());
+  node_ = node_of[me];
   world_.local_rank = local_rank[me];
   world_.local_size = members[node_of[me]];
   world_.cross_rank = 0;
@@ -136,6 +169,17 @@ void GlooGroups::SplitNodes(const std::vector<int>& node_of) {
     throw ConfigError(
         std::string("the Gloo engine could not connect the node groups: ") +
         e.what() + DescribeLost());
+  }
+}
+
+void GlooGroups::ShareThroughStore(const std::string& group, bool root,
+                                   std::vector<char>* blob) {
+  const std::string key =
+      prefix_ + "share/" + group + "/" + std::to_string(shares_[group]++);
+  if (root) {
+    store_->set(key, *blob);
+  } else {
+    *blob = store_->get(key);
   }
 }
 

@@ -23,8 +23,11 @@ namespace hvdtune::internal {
 class GlooGroups {
  public:
   /// Connects the world of `ranks` (launched ranks, ascending; empty: all)
-  /// through the store. Throws ConfigError.
-  GlooGroups(const GlooSettings& settings, const std::vector<int>& ranks);
+  /// through the store. Gloo's event-loop thread (named hvdtune-gloo) gets
+  /// a scheduler time slice of `loop_slice_us` microseconds (0: the
+  /// kernel's), as the cycle thread does. Throws ConfigError.
+  GlooGroups(const GlooSettings& settings, const std::vector<int>& ranks,
+             int loop_slice_us);
   ~GlooGroups();
 
   const World& world() const { return world_; }
@@ -35,6 +38,16 @@ class GlooGroups {
   std::chrono::milliseconds timeout() const { return timeout_; }
   /// How many nodes the world spans (SplitNodes; 1 before).
   int nodes() const { return nodes_; }
+  /// This rank's node, numbered as SplitNodes was given them (0 before).
+  int node() const { return node_; }
+
+  /// Collective over the ranks that share `group` (a name they agree on,
+  /// such as "local1"): the root's `*blob` to the others through the
+  /// rendezvous store, under a key of this world, the group and how many
+  /// shares of that group came before (no wait for ranks outside it).
+  /// Throws what the store throws (a get that times out names its key).
+  void ShareThroughStore(const std::string& group, bool root,
+                         std::vector<char>* blob);
 
   /// Makes the local and cross contexts (collective). node_of[r] is rank
   /// r's node; ranks of a node in rank order, nodes numbered by their
@@ -59,6 +72,9 @@ class GlooGroups {
   std::string prefix_;
   World world_;
   int nodes_ = 1;
+  int node_ = 0;
+  /// Shares so far per group name (ShareThroughStore's keys).
+  std::map<std::string, int> shares_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<RendezvousClient> store_;
   std::shared_ptr<gloo::transport::Device> device_;

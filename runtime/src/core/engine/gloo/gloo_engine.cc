@@ -12,9 +12,12 @@
 #include <fstream>
 #include <map>
 
+#include "core/backends/nccl/nccl_backend.h"
 #include "core/engine/gloo/gloo_allreduce.h"
 #include "core/engine/gloo/gloo_backend.h"
 #include "core/engine/gloo/gloo_context.h"
+#include "core/engine/gloo/gloo_exchange.h"
+#include "core/engine/gloo/gloo_nccl_bootstrap.h"
 
 namespace hvdtune::internal {
 namespace {
@@ -22,6 +25,7 @@ namespace {
 // The negotiation's messages go rank to rank 0 on their own slot, apart
 // from the collectives' tags.
 constexpr std::uint32_t kGathervTag = 0x6e67;  // "ng"
+constexpr std::uint32_t kAndTag = 0x6e61;      // "na"
 
 class GlooControl final : public ControlTransport {
  public:
@@ -29,21 +33,19 @@ class GlooControl final : public ControlTransport {
 
   // Gloo waits inside the call, up to the context's timeout: the stall
   // warnings of a negotiation are not given on this engine, and a wait
-  // ends at HOROVOD_GLOO_TIMEOUT_SECONDS as a failure.
+  // ends at HOROVOD_GLOO_TIMEOUT_SECONDS as a failure. The round's bit
+  // vectors are a few words: one exchange round (gloo_exchange.h).
   Status AllreduceAnd(std::uint64_t* words, std::size_t n, bool,
                       const KeepWaiting&) override {
     if (Alone() || n == 0) return Status::Ok();
+    const auto size = static_cast<std::size_t>(groups_.world().size);
+    and_scratch_.resize(n * size);
     return groups_.Guard("negotiation allreduce", [&] {
-      gloo::AllreduceOptions opts(groups_.all());
-      opts.setOutput(words, n);
-      opts.setReduceFunction(
-          [](void* c, const void* a, const void* b, std::size_t k) {
-            auto* o = static_cast<std::uint64_t*>(c);
-            const auto* x = static_cast<const std::uint64_t*>(a);
-            const auto* y = static_cast<const std::uint64_t*>(b);
-            for (std::size_t i = 0; i < k; ++i) o[i] = x[i] & y[i];
-          });
-      gloo::allreduce(opts);
+      ExchangeAll(groups_.all(), words, n * sizeof *words, and_scratch_.data(),
+                  kAndTag, groups_.timeout());
+      for (std::size_t r = 0; r < size; ++r) {
+        for (std::size_t i = 0; i < n; ++i) words[i] &= and_scratch_[r * n + i];
+      }
     });
   }
 
@@ -157,6 +159,8 @@ class GlooControl final : public ControlTransport {
  private:
   bool Alone() const { return groups_.world().size == 1; }
   const GlooGroups& groups_;
+  /// Every rank's words of the last AllreduceAnd.
+  std::vector<std::uint64_t> and_scratch_;
 };
 
 std::string ReadBootId() {
@@ -175,7 +179,8 @@ std::string ThisHost() {
 class GlooEngine final : public Engine {
  public:
   explicit GlooEngine(const RuntimeConfig& config)
-      : groups_(config.gloo, config.ranks),
+      : groups_(config.gloo, config.ranks,
+                config.settings.cycle_thread_slice_us),
         control_(groups_),
         host_(groups_, groups_.all()),
         hostname_(config.gloo.hostname.empty() ? ThisHost()
@@ -221,15 +226,15 @@ class GlooEngine final : public Engine {
   Backend& host() override { return host_; }
 
   std::unique_ptr<Backend> MakeDeviceBackend(Status* why) override {
-    *why = Status::InvalidArgument(
-        "no NCCL backend on the Gloo engine (its unique id travels over "
-        "MPI)");
-    return nullptr;
+    // The NCCL communicators' unique ids travel through the rendezvous
+    // store (a build without CUDA says so instead).
+    GlooNcclBootstrap boot(groups_);
+    return MakeNcclBackend(boot, why);
   }
 
   std::vector<std::unique_ptr<EngineAllreduce>> MakeAllreduceAlgorithms(
-      Backend*) override {
-    return MakeGlooAllreduceAlgorithms(host_, *local_, *cross_);
+      Backend* device) override {
+    return MakeGlooAllreduceAlgorithms(host_, *local_, *cross_, device);
   }
 
   Status HierarchicalAllgather(
