@@ -101,6 +101,11 @@ def first_step_after(text, since, size):
 
 
 def check_finished_on(text, size):
+    # Every rank of every world found the parameters identical at the
+    # world's first step (after each reset's sync).
+    checks = re.findall(r"WORLD_CHECK world=(\d+) size=(\d+) "
+                        r"identical=(True|False)", text)
+    assert checks and all(ok == "True" for *_, ok in checks), checks
     done = done_lines(text)
     assert sorted(int(r) for r, *_ in done) == list(range(size)), text[-4000:]
     assert all(int(n) == size for _, n, *_ in done)
