@@ -6,7 +6,8 @@ survivors continue, and node2 comes back after its blacklist cooldown
 (`--blacklist-cooldown-range 3 3`), so the job ends on 6 ranks again.
 
 A run passes when the job exits 0 on 6 ranks with identical parameters,
-after a 4-rank world. Prints per run the seconds from the kill to the first
+after a 4-rank world, every rank of every world having found the
+parameters identical at the world's first step. Prints per run the seconds from the kill to the first
 step of the 4-rank world, and from node2's return to the first step of the
 6-rank world (including its ranks' start), then medians and maxima.
 
@@ -72,7 +73,12 @@ def one_run(args, work, i):
     out = text()
     done = re.findall(r"DONE rank=(\d+) size=(\d+) identical=(\w+) "
                       r"checksum=([-+0-9.eE]+)", out)
+    # Every rank of every world compared the parameters at its first step.
+    checks = re.findall(
+        r"WORLD_CHECK world=\d+ size=(\d+) identical=(True|False)", out)
     ok = (rc == 0 and len(pids) == 2 and len(done) == 6 and
+          checks and all(same == "True" for _, same in checks) and
+          {"4", "6"} <= {n for n, _ in checks} and
           all(n == "6" and same == "True" for _, n, same, _ in done) and
           len({c for *_, c in done}) == 1 and
           re.search(r"world \d+: 4 ranks on node0:2,node1:2", out))

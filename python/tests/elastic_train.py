@@ -7,6 +7,8 @@ commits every --commit-every steps, and prints what the tests read:
   STEP s rank=R size=N
   RESET t=T size=N                      (after each reset, before the sync)
   FIRST_STEP t=T size=N world=V         (first step done in a new world)
+  WORLD_CHECK world=V size=N identical=B (every rank, first step of a world:
+                                          the parameters agree everywhere)
   DONE rank=R size=N identical=B checksum=C resets=K
   TUNE world=V size=N phase=P samples=S source=X   (rank 0, at each commit,
                                                     with --tune-report)
@@ -42,7 +44,12 @@ def main():
     optimizer = hvd.DistributedOptimizer(
         optimizer, named_parameters=model.named_parameters())
     state = hvd.elastic.TorchState(model, optimizer, step=0)
-    since_reset = {"pending": False, "resets": 0}
+    since_reset = {"pending": False, "resets": 0, "world": None}
+
+    def identical():
+        flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+        rows = hvd.allgather(flat.unsqueeze(0))
+        return bool((rows == rows[0]).all())
 
     def on_reset():
         since_reset["pending"] = True
@@ -67,6 +74,13 @@ def main():
                 print("FIRST_STEP t=%.6f size=%d world=%s" %
                       (time.time(), hvd.size(), hvd.elastic.world_version()),
                       flush=True)
+            if since_reset["world"] != hvd.elastic.world_version():
+                # The first step of every world (every rank of it: new
+                # ones too): the parameters must agree everywhere.
+                since_reset["world"] = hvd.elastic.world_version()
+                print("WORLD_CHECK world=%s size=%d identical=%s" %
+                      (since_reset["world"], hvd.size(), identical()),
+                      flush=True)
             print("STEP %d rank=%d size=%d" %
                   (state.step, hvd.rank(), hvd.size()), flush=True)
             if state.step % args.commit_every == 0:
@@ -82,12 +96,11 @@ def main():
 
     train(state)
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
-    rows = hvd.allgather(flat.unsqueeze(0), name="final.params")
-    identical = bool((rows == rows[0]).all())
+    same = identical()
     print("DONE rank=%d size=%d identical=%s checksum=%.9g resets=%d" %
-          (hvd.rank(), hvd.size(), identical, float(flat.double().sum()),
+          (hvd.rank(), hvd.size(), same, float(flat.double().sum()),
            since_reset["resets"]), flush=True)
-    sys.exit(0 if identical else 3)
+    sys.exit(0 if same else 3)
 
 
 if __name__ == "__main__":

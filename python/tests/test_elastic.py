@@ -101,6 +101,11 @@ def first_step_after(text, since, size):
 
 
 def check_finished_on(text, size):
+    # Every rank of every world found the parameters identical at the
+    # world's first step (after each reset's sync).
+    checks = re.findall(r"WORLD_CHECK world=(\d+) size=(\d+) "
+                        r"identical=(True|False)", text)
+    assert checks and all(ok == "True" for *_, ok in checks), checks
     done = done_lines(text)
     assert sorted(int(r) for r, *_ in done) == list(range(size)), text[-4000:]
     assert all(int(n) == size for _, n, *_ in done)
@@ -205,10 +210,14 @@ def test_tuning_follows_the_world(tmp_path):
     assert two and two[0][2] > 0 and two[0][3] != "store", last
     again = [v for w, v in sorted(last.items()) if w > 0 and v[0] == 4]
     assert again, last
-    # From the store, no exploration (it may still be confirming the
-    # stored best when the job ends: phase warmup).
-    assert again[-1][2:] == (0, "store"), last
-    assert again[-1][1] in ("warmup", "frozen"), last
+    # From the store. No exploration, unless the stored best did not
+    # confirm (its score moved beyond what noise explains: the tuner says
+    # so and explores again); it may still be confirming when the job ends.
+    assert again[-1][3] == "store", last
+    if again[-1][2] != 0:
+        assert "the stored best measured" in text, last
+    else:
+        assert again[-1][1] in ("warmup", "frozen"), last
 
 
 def test_sampler_skips_what_was_trained_this_epoch():
