@@ -49,8 +49,9 @@ std::vector<std::pair<std::string, int>> ParseHosts(const std::string& hosts) {
       char* end = nullptr;
       const std::string count = item.substr(colon + 1);
       const long n = std::strtol(count.c_str(), &end, 10);
-      if (count.empty() || *end != '\0' || n < 1 || n > 1 << 20) slots = 0;
-      slots = static_cast<int>(n);
+      const bool valid =
+          !count.empty() && *end == '\0' && n >= 1 && n <= 1 << 20;
+      slots = valid ? static_cast<int>(n) : 0;
     }
     if (name.empty() || slots < 1) {
       throw UsageError("-H: bad entry '" + item +

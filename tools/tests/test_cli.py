@@ -464,6 +464,10 @@ def test_run():
     check("--oversubscribe" not in dry and "-H a:2,b:2" in dry, dry)
     dry = tune("run", "-np", "4", "--fake-nodes", "2", "--dry-run", "--", "x").stdout
     check("plm_rsh_agent" in dry and "node0 slots=2, node1 slots=2" in dry, dry)
+    # A host's slot count must be a whole number, on either engine.
+    p = tune("run", "--gloo", "-np", "2", "-H", "localhost:2x", "--", "true",
+             expect=2)
+    check("'localhost:2x'" in p.stderr and "host:slots" in p.stderr, p.stderr)
     p = tune("run", "-np", "2", "--cycle-time-ms", "0", "--", "true", expect=2)
     check("--cycle-time-ms" in p.stderr and "HOROVOD_CYCLE_TIME" in p.stderr,
           p.stderr)
