@@ -409,8 +409,8 @@ constexpr SettingSpec kSettings[] = {
      "connections close); a stopped or cut-off one after this time."},
     {"Gloo engine", "HVDTUNE_GLOO_STORE_PREFIX", "empty", "any text",
      "Gloo: put before every key the ranks use in the rendezvous store. The "
-     "elastic launcher sets it per world (elastic/N/ for world N), so that each "
-     "world's ranks meet apart from the previous world's."},
+     "elastic launcher sets it per world (elastic/N/ for world N), so that "
+     "each world's ranks meet apart from the previous world's."},
     {"Elastic", "HOROVOD_ELASTIC_TIMEOUT", "600", "0 – 1e7 seconds",
      "Elastic training (hvd-tune run --host-discovery-script): how long the "
      "launcher waits for --min-np slots (at the start and after a reset) "
