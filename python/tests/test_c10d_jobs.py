@@ -72,7 +72,9 @@ KILLED = textwrap.dedent("""
             model(torch.randn(4, 64)).sum().backward()
             opt.step()
         except RuntimeError as e:
-            print("rank %d raised after %.1f s: %s" %
+            # Its own line: the ranks share one stdout, and another rank's
+            # output may end without a newline.
+            print("\\nrank %d raised after %.1f s: %s" %
                   (dist.get_rank(), time.monotonic() - start, e), flush=True)
             sys.exit(1)
 """)
