@@ -6,14 +6,14 @@
 # builds hvdtune with the NCCL backend and the Python binding for the python3
 # that has torch, runs the C++ NCCL suite and the torch CUDA tests (1 rank:
 # NCCL; 2 ranks on one GPU: staged through host memory unless NCCL >= 2.30
-# lets them share it), the busbw benchmark against raw ncclAllReduce
-# (1 KiB - 1 GiB) and a short autotuned training on CUDA tensors
-# (tools/device_train.py). Every step
-# has its own timeout and a failure never stops the later steps. Writes one
-# results file (--out, default $OUT/device_results.txt, else
-# /tmp/device_results.txt), rewritten after every step, with the versions,
-# every suite's counts, the busbw table, the training's frozen line and what
-# could not run.
+# lets them share it), both again on the Gloo engine (the NCCL unique ids
+# through its rendezvous store, no MPI in the runtimes), the busbw benchmark
+# against raw ncclAllReduce (1 KiB - 1 GiB) and a short autotuned training
+# on CUDA tensors (tools/device_train.py). Every step has its own timeout
+# and a failure never stops the later steps. Writes one results file
+# (--out, default $OUT/device_results.txt, else /tmp/device_results.txt),
+# rewritten after every step, with the versions, every suite's counts, the
+# busbw table, the training's frozen line and what could not run.
 #
 # --dry-run runs the same steps where there is no GPU (to check the script,
 # the carried packages and the build before GPU time is spent): the GPU
@@ -24,8 +24,9 @@
 #          [--python PYTHON] [--only STEPS]
 # (--build and --prefix default to a new temporary directory; give both to
 # rebuild only what changed on a second run. --only nccl_tests,pytest_cuda,
-# busbw,train runs those steps alone after the build. In a dry run every
-# step may take 10 times as long, within the budget.)
+# nccl_tests_gloo,pytest_cuda_gloo,busbw,train runs those steps alone after
+# the build. In a dry run every step may take 10 times as long, within the
+# budget.)
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,7 +50,7 @@ while (($#)); do
     --budget) budget=$2; shift ;;
     --jobs) jobs=$2; shift ;;
     --python) py=$2; shift ;;
-    -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "device_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -233,7 +234,8 @@ unpack() {
     echo "every library the carried ones need is there"
   fi
 }
-libdirs="$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu"
+# (Debian installs libgloo in usr/lib, outside the multiarch directory.)
+libdirs="$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu:$prefix/usr/lib"
 export deps prefix
 if step deps 60 bash -c "$(declare -f unpack); unpack"; then
   section "Carried packages" "$(cat "$logs/deps.log")"
@@ -271,6 +273,8 @@ if step configure 120 cmake "${cmake_args[@]}"; then
   targets=(nccl_tests)
   grep -q 'NCCL backend 1' "$logs/configure.log" && targets+=(nccl_busbw)
   grep -q 'Python binding 1' "$logs/configure.log" && targets+=(hvdtune_python_core)
+  gloo=0
+  grep -q 'Gloo engine 1' "$logs/configure.log" && gloo=1 && targets+=(hvd-tune)
   step build 240 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
   rc=$?
   if ((rc == 0)); then
@@ -330,6 +334,32 @@ if [ $built = 1 ] && [ -n "$py" ]; then
     failures=$(grep -E '^FAILED' "$logs/pytest_cuda_np$np.log" | sed 's/\x1b\[[0-9;]*m//g' | sort -u | head -10)
     [ -n "$failures" ] && suites+="$(sed 's/^/  /' <<<"$failures")"$'\n'
   done
+fi
+# -- the same on the Gloo engine: no MPI in the runtimes, the NCCL unique ids
+# through the rendezvous store (the C++ suite: mpirun starts the ranks and
+# rank 0 serves the store, mpi_main.cc; the torch tests: hvd-tune run --gloo).
+if [ $built = 1 ] && [ "${gloo:-0}" = 1 ]; then
+  for np in 1 2; do
+    step "nccl_tests_gloo_np$np" 90 env HVDTUNE_TEST_ENGINE=gloo HVDTUNE_TEST_GLOO_IFACE=lo \
+      "${mpi[@]}" -np "$np" "$build/tests/nccl_tests"
+    rc=$?
+    ((rc == 126)) && continue
+    suites+="nccl_tests on the Gloo engine, $np rank(s): $(gtest_counts "$logs/nccl_tests_gloo_np$np.log") (exit $rc)"$'\n'
+  done
+  if [ -n "$py" ]; then
+    for np in 1 2; do
+      step "pytest_cuda_gloo_np$np" 150 "$build/tools/hvd_tune/hvd-tune" run --gloo \
+        --network-interface lo -np "$np" -- "$py" -m pytest -q -rs -p no:cacheprovider \
+        "$root/python/tests/test_torch_cuda.py"
+      rc=$?
+      ((rc == 126)) && continue
+      suites+="test_torch_cuda.py on the Gloo engine, $np rank(s): $(pytest_counts "$logs/pytest_cuda_gloo_np$np.log") (exit $rc)"$'\n'
+      failures=$(grep -E '^FAILED' "$logs/pytest_cuda_gloo_np$np.log" | sed 's/\x1b\[[0-9;]*m//g' | sort -u | head -10)
+      [ -n "$failures" ] && suites+="$(sed 's/^/  /' <<<"$failures")"$'\n'
+    done
+  fi
+elif [ $built = 1 ]; then
+  could_not "the Gloo engine's runs: configured without Gloo (carry libgloo-dev's packages in $deps)"
 fi
 [ -n "$suites" ] && section "Suites" "$suites"
 
