@@ -207,6 +207,11 @@ unpack() {
   # would ask pkg-config for packages only static linking needs).
   find "$prefix" -name '*.pc' -exec sed -i -e "s|^prefix=/usr\$|prefix=$prefix/usr|" \
     -e "s|=/usr/|=$prefix/usr/|g" -e '/^Requires.private/d' {} +
+  # Gloo's CMake package names its library by an absolute /usr path.
+  if [ -d "$prefix/usr/share/cmake/Gloo" ]; then
+    find "$prefix/usr/share/cmake/Gloo" -name '*.cmake' \
+      -exec sed -i "s|\"/usr/lib/|\"$prefix/usr/lib/|g" {} +
+  fi
   # A library the machine has itself (zlib, SQLite, curl: newer there) is
   # linked and loaded from the machine: the carried copy goes, and its
   # development symlink points at the machine's.
@@ -260,6 +265,10 @@ if [ -n "$py" ]; then
   cmake_args+=(-DPython3_EXECUTABLE="$py" -DHVDTUNE_WITH_PYTHON=ON)
   pybind=$("$py" -c 'import pybind11; print(pybind11.get_cmake_dir())' 2>/dev/null) &&
     cmake_args+=(-Dpybind11_DIR="$pybind")
+  # The torch.distributed backend builds against that python's torch (its
+  # TorchConfig.cmake), a separate step: a failure there keeps the rest.
+  torch_cmake=$("$py" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null) &&
+    cmake_args+=("-DCMAKE_PREFIX_PATH=$prefix/usr;$torch_cmake")  # the last -D wins
 fi
 built=0
 # A fresh configure: the prefix is new on every run (the objects are kept).
@@ -362,6 +371,40 @@ elif [ $built = 1 ]; then
   could_not "the Gloo engine's runs: configured without Gloo (carry libgloo-dev's packages in $deps)"
 fi
 [ -n "$suites" ] && section "Suites" "$suites"
+
+# -- the torch.distributed backend against the torch found ---------------------
+if [ $built = 1 ] && grep -q 'torch.distributed backend 1' "$logs/configure.log"; then
+  c10d=""
+  if step c10d_build 300 cmake --build "$build" -j "$jobs" --target hvdtune_python_c10d; then
+    torch_v=$("$py" -c 'from hvdtune import _c10d; print(_c10d.torch_version)' 2>&1 | tail -1)
+    c10d+="hvdtune._c10d built against torch $torch_v"$'\n'
+    for np in 1 2; do
+      step "pytest_c10d_np$np" 150 "${mpi[@]}" -np "$np" "$py" -m pytest -q -rs \
+        -p no:cacheprovider "$root/python/tests/test_c10d.py"
+      rc=$?
+      ((rc == 126)) && continue
+      c10d+="test_c10d.py, $np rank(s): $(pytest_counts "$logs/pytest_c10d_np$np.log") (exit $rc)"$'\n'
+      failures=$(grep -E '^FAILED' "$logs/pytest_c10d_np$np.log" | sed 's/\x1b\[[0-9;]*m//g' | sort -u | head -10)
+      [ -n "$failures" ] && c10d+="$(sed 's/^/  /' <<<"$failures")"$'\n'
+    done
+    for mode in ddp zero; do
+      args=()
+      [ $mode = zero ] && args=(--zero)
+      step "c10d_${mode}_np2" 150 env PYTHONPATH="$root/python/tests:$PYTHONPATH" \
+        "${mpi[@]}" -np 2 "$py" "$root/python/tests/c10d_ddp_train.py" "${args[@]}"
+      rc=$?
+      ((rc == 126)) && continue
+      c10d+="c10d_ddp_train.py ${args[*]}, 2 ranks (exit $rc): $(grep -iE 'diff|differ|match' "$logs/c10d_${mode}_np2.log" | tail -2 | paste -sd';' -)"$'\n'
+    done
+  else
+    c10d+="hvdtune._c10d did not build against this torch:"$'\n'
+    c10d+="$(grep -E 'error' "$logs/c10d_build.log" | head -30)"$'\n'
+    could_not "the torch.distributed backend's tests: it did not build (log: $logs/c10d_build.log)"
+  fi
+  section "torch.distributed backend" "$c10d"
+elif [ $built = 1 ] && [ -n "$py" ]; then
+  could_not "the torch.distributed backend: configured without it ($(grep -m1 -iE 'torch' "$logs/configure.log"))"
+fi
 
 # -- busbw against raw NCCL -----------------------------------------------------------
 if [ $built = 1 ] && [ -x "$build/bench/nccl_busbw" ]; then
