@@ -333,7 +333,7 @@ fi
 # -- the torch CUDA tests ---------------------------------------------------------------
 if [ $built = 1 ] && [ -n "$py" ]; then
   for np in 1 2; do
-    step "pytest_cuda_np$np" 150 "${mpi[@]}" -np "$np" "$py" -m pytest -q -rs \
+    step "pytest_cuda_np$np" 150 "${mpi[@]}" -np "$np" "$py" -m pytest -q -rfEs \
       -p no:cacheprovider "$root/python/tests/test_torch_cuda.py"
     rc=$?
     ((rc == 126)) && continue
@@ -358,7 +358,7 @@ if [ $built = 1 ] && [ "${gloo:-0}" = 1 ]; then
   if [ -n "$py" ]; then
     for np in 1 2; do
       step "pytest_cuda_gloo_np$np" 150 "$build/tools/hvd_tune/hvd-tune" run --gloo \
-        --network-interface lo -np "$np" -- "$py" -m pytest -q -rs -p no:cacheprovider \
+        --network-interface lo -np "$np" -- "$py" -m pytest -q -rfEs -p no:cacheprovider \
         "$root/python/tests/test_torch_cuda.py"
       rc=$?
       ((rc == 126)) && continue
@@ -376,10 +376,10 @@ fi
 if [ $built = 1 ] && grep -q 'torch.distributed backend 1' "$logs/configure.log"; then
   c10d=""
   if step c10d_build 300 cmake --build "$build" -j "$jobs" --target hvdtune_python_c10d; then
-    torch_v=$("$py" -c 'from hvdtune import _c10d; print(_c10d.torch_version)' 2>&1 | tail -1)
+    torch_v=$("$py" -c 'import torch.distributed; from hvdtune import _c10d; print(_c10d.torch_version)' 2>&1 | tail -1)
     c10d+="hvdtune._c10d built against torch $torch_v"$'\n'
     for np in 1 2; do
-      step "pytest_c10d_np$np" 150 "${mpi[@]}" -np "$np" "$py" -m pytest -q -rs \
+      step "pytest_c10d_np$np" 150 "${mpi[@]}" -np "$np" "$py" -m pytest -q -rfEs \
         -p no:cacheprovider "$root/python/tests/test_c10d.py"
       rc=$?
       ((rc == 126)) && continue
