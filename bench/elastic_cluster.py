@@ -133,10 +133,9 @@ def one_run(args, work, i):
     if args.scenario == "kill":
         for p in pids:
             os.kill(p, signal.SIGKILL)
-        blacklisted_at = failed_at
     else:
         subprocess.run([CLUSTER, "link", "down", "--node", "2"], check=True)
-        blacklisted_at = None
+    blacklisted_at = None  # seen in the launcher's log (polled)
     restored = args.scenario == "kill"
     stale_dead_at = failed_at if args.scenario == "kill" else None
     end = time.time() + 300
