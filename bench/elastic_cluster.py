@@ -28,7 +28,8 @@ node2 unreachable; then medians and maxima.
 Needs a cluster of 3 x 2 up under HVDTUNE_CLUSTER (tools/cluster.sh up 3 2
 --link 1gbe), run from the repository root:
 
-    python3 bench/elastic_cluster.py --runs 10 --scenario kill|cut [--build build]
+    python3 bench/elastic_cluster.py --runs 10 --scenario kill|cut \
+        [--build build]
 """
 
 import argparse
