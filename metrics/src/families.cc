@@ -23,6 +23,45 @@ Histogram::BucketBoundaries Exponential(double first, int n) {
   return b;
 }
 
+// An elastic job's world and this process's resets by cause (every cause
+// present from the start, so that rates and increases see the first one).
+void AddElastic(prometheus::Registry& r, const prometheus::Labels& rank,
+                const ElasticInfo& e) {
+  BuildGauge()
+      .Name("hvdtune_elastic_world")
+      .Help(
+          "The version of the elastic world this rank runs in (0 first, "
+          "one more per reset; -1: not an elastic job)")
+      .Labels(rank)
+      .Register(r)
+      .Add({})
+      .Set(e.world);
+  auto& resets = BuildCounter()
+                     .Name("hvdtune_elastic_resets_total")
+                     .Help(
+                         "Elastic resets this rank's process went through, "
+                         "by cause (rank_lost, host_unreachable, "
+                         "hosts_added, hosts_removed, hosts_changed)")
+                     .Labels(rank)
+                     .Register(r);
+  auto& last = BuildGauge()
+                   .Name("hvdtune_elastic_last_reset")
+                   .Help(
+                       "1 for the cause of the reset into the current world, "
+                       "0 for the others (all 0 before the first reset)")
+                   .Labels(rank)
+                   .Register(r);
+  for (std::string_view cause : kElasticResetCauses) {
+    const std::string c(cause);
+    double n = 0;
+    for (const auto& [name, count] : e.resets) {
+      if (name == c) n = count;
+    }
+    resets.Add({{"cause", c}}).Increment(n);
+    last.Add({{"cause", c}}).Set(e.last_reset == c ? 1 : 0);
+  }
+}
+
 }  // namespace
 
 Families::Families(prometheus::Registry& r, const RuntimeInfo& info) {
@@ -319,11 +358,12 @@ Families::Families(prometheus::Registry& r, const RuntimeInfo& info) {
       .Set(1);
   BuildGauge()
       .Name("hvdtune_ranks")
-      .Help("Ranks in the job")
+      .Help("Ranks in the job (in an elastic job: in the current world)")
       .Labels(rank)
       .Register(r)
       .Add({})
       .Set(info.size);
+  AddElastic(r, rank, info.elastic);
   SetKnobs(*this, info.knobs);
 }
 

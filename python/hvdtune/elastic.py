@@ -10,12 +10,14 @@ last commit, the runtime restarts on the next world, the state is synced
 from the new rank 0 and the loop goes on (docs/elastic.md).
 """
 
+import atexit
 import copy
 import functools
 import os
 import socket
 import struct
 import sys
+import threading
 import time
 
 from . import _core
@@ -117,7 +119,22 @@ class _Store:
 
 _store = None
 _version = None       # the world this process joined last
+_members = []         # that world's worker ids, in rank order
 _updates_seen = 0     # hosts updates known when it joined
+_resets = {}          # cause -> how many resets this process went through
+_last_cause = None    # why the world this process joined last was formed
+_heartbeat = None     # the thread beating elastic/alive/<id>
+
+# How often a rank tells the launcher it is alive (the launcher's timeout,
+# HVDTUNE_ELASTIC_HEARTBEAT_SECONDS, is at least 1 s).
+_BEAT_S = 0.5
+# How often a rank waiting for the others of a new world looks again.
+_POLL_S = 0.02
+
+
+class _WorldLost(RuntimeError):
+    """A world that cannot form: one of its ranks is lost (or the launcher
+    moved on) before all of them arrived."""
 
 
 def enabled():
@@ -137,13 +154,63 @@ def _client():
     return _store
 
 
+_beat_lock = threading.Lock()
+_leaving = False
+
+
+def _beat_forever(me):
+    """Raises elastic/alive/<me> every _BEAT_S on a connection of its own,
+    so that the launcher tells a silent host (cut off, hung) from a busy
+    one. Ends quietly when the store cannot be reached: the launcher sees
+    the silence."""
+    try:
+        store = _Store(os.environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"],
+                       int(os.environ["HOROVOD_GLOO_RENDEZVOUS_PORT"]))
+        n = 0
+        while True:
+            n += 1
+            with _beat_lock:
+                if _leaving:
+                    return
+                store.set("elastic/alive/%s" % me, str(n))
+            time.sleep(_BEAT_S)
+    except Exception:  # noqa: BLE001 - the launcher notices the silence
+        pass
+
+
+def _say_goodbye(me):
+    """At exit: the beats stop for good, and the launcher is told so (the
+    interpreter's and the runtime's teardown may take longer than the
+    launcher's heartbeat timeout)."""
+    global _leaving
+    with _beat_lock:
+        _leaving = True
+        try:
+            _client().set("elastic/alive/%s" % me, "exit")
+        except Exception:  # noqa: BLE001 - the process ends anyway
+            pass
+
+
+def _start_heartbeat(me):
+    global _heartbeat
+    if _heartbeat is not None or os.environ.get(
+            "HVDTUNE_ELASTIC_HEARTBEAT", "1") == "0":
+        return
+    _heartbeat = threading.Thread(target=_beat_forever, args=(me,),
+                                  name="hvdtune-elastic-heartbeat",
+                                  daemon=True)
+    _heartbeat.start()
+    atexit.register(_say_goodbye, me)
+
+
 def _join_next_world():
     """Waits for the world after the one this process was in (the first:
     the world it was started for), and sets the variables the runtime
     reads for it."""
-    global _version, _updates_seen
+    global _version, _updates_seen, _members, _last_cause
     me = os.environ["HVDTUNE_ELASTIC_ID"]
     store = _client()
+    _start_heartbeat(me)
     if _version is None:
         v = int(os.environ["HVDTUNE_ELASTIC_WORLD"])
     else:
@@ -162,11 +229,19 @@ def _join_next_world():
     lines = text.splitlines()
     header = lines[0].split()
     mine = None
+    members = []
     for line in lines[1:]:
         fields = line.split()
+        if fields:
+            members.append(fields[0])
         if fields and fields[0] == me:
             mine = fields
+    if _version is not None:
+        cause = header[5] if len(header) > 5 else "rank_lost"
+        _resets[cause] = _resets.get(cause, 0) + 1
+        _last_cause = cause
     _version = v
+    _members = members
     _updates_seen = int(header[3])
     if mine is None:
         # Not in this world (its host was removed): the launcher stops it.
@@ -178,6 +253,43 @@ def _join_next_world():
         os.environ[name] = value
     os.environ["HOROVOD_HOSTNAME"] = mine[7]
     os.environ["HVDTUNE_GLOO_STORE_PREFIX"] = "elastic/%d/" % v
+    # What the runtime exports (metrics, timeline) about the job's resets.
+    os.environ["HVDTUNE_ELASTIC_WORLD"] = str(v)
+    os.environ["HVDTUNE_ELASTIC_RESETS"] = ",".join(
+        "%s=%d" % kv for kv in sorted(_resets.items()))
+    os.environ["HVDTUNE_ELASTIC_LAST_RESET"] = _last_cause or ""
+
+
+def _await_members():
+    """Waits until every rank of the world just joined has reached it, so
+    that the engine connects ranks that are all alive: a new worker may
+    take seconds to start, and one that dies on the way would otherwise
+    hold the others for HOROVOD_GLOO_TIMEOUT_SECONDS. Raises _WorldLost
+    when the launcher marks a rank of this world lost or publishes a later
+    world; waits at most HOROVOD_ELASTIC_TIMEOUT."""
+    store = _client()
+    v = _version
+    store.set("elastic/arrived/%d/%s" % (v, os.environ["HVDTUNE_ELASTIC_ID"]),
+              "1")
+    waiting = list(_members)
+    deadline = time.monotonic() + _timeout()
+    while True:
+        waiting = [m for m in waiting
+                   if store.try_get("elastic/arrived/%d/%s" % (v, m)) is None]
+        if not waiting:
+            return
+        for r in range(len(_members)):
+            why = store.try_get("elastic/%d/hvdtune/lost/%d" % (v, r))
+            if why is not None:
+                raise _WorldLost("rank %d was lost before it connected (%s)" %
+                                 (r, why))
+        current = store.try_get("elastic/current")
+        if current is not None and int(current) > v:
+            raise _WorldLost("the launcher published world %s" % current)
+        if time.monotonic() >= deadline:
+            raise _WorldLost("worker(s) %s did not arrive within "
+                             "HOROVOD_ELASTIC_TIMEOUT" % ", ".join(waiting))
+        time.sleep(_POLL_S)
 
 
 def _init_world(start_runtime):
@@ -191,14 +303,20 @@ def _init_world(start_runtime):
         # the ranks that joined it now and the survivors agree.
         _counters.clear()
         try:
+            _await_members()
             start_runtime()
             return
         except _core.InvalidArgumentError:
             raise
-        except _core.HvdtuneError as e:
+        except (_core.HvdtuneError, _WorldLost) as e:
             sys.stderr.write("[hvdtune] elastic: world %d did not form (%s); "
                              "waiting for the next\n" % (_version, e))
             sys.stderr.flush()
+
+
+def resets():
+    """This process's resets so far, by cause ({"rank_lost": 2, ...})."""
+    return dict(_resets)
 
 
 def world_version():

@@ -5,8 +5,15 @@ Every rank trains a small MLP on data that depends only on (step, rank),
 commits every --commit-every steps, and prints what the tests read:
   START pid=P host=H rank=R size=N
   STEP s rank=R size=N
-  RESET t=T size=N                      (after each reset, before the sync)
-  FIRST_STEP t=T size=N world=V         (first step done in a new world)
+  RESET t=T size=N world=V last_step=L last_commit=C restored=R
+                                        (after each reset, before the sync:
+                                         the last step this rank finished,
+                                         its last commit, the step its
+                                         state went back to)
+  FIRST_STEP t=T size=N world=V from_step=S
+                                        (first step done in a new world,
+                                         starting from step S after the sync:
+                                         L - S steps were lost)
   WORLD_CHECK world=V size=N identical=B (every rank, first step of a world:
                                           the parameters agree everywhere)
   DONE rank=R size=N identical=B checksum=C resets=K
@@ -31,7 +38,14 @@ def main():
     parser.add_argument("--commit-every", type=int, default=5)
     parser.add_argument("--sleep", type=float, default=0.05)
     parser.add_argument("--tune-report", action="store_true")
+    parser.add_argument("--fail-on-host", default=None,
+                        help="ranks started on this host exit 1 before "
+                        "hvd.init() (a rank lost while its world forms)")
     args = parser.parse_args()
+    if os.environ.get("HOROVOD_HOSTNAME") == args.fail_on_host:
+        print("FAIL_START t=%.6f host=%s" % (time.time(), args.fail_on_host),
+              flush=True)
+        sys.exit(1)
 
     hvd.init()
     host = os.environ.get("HOROVOD_HOSTNAME", "?")
@@ -45,6 +59,7 @@ def main():
         optimizer, named_parameters=model.named_parameters())
     state = hvd.elastic.TorchState(model, optimizer, step=0)
     since_reset = {"pending": False, "resets": 0, "world": None}
+    progress = {"last_step": 0, "last_commit": 0}
 
     def identical():
         flat = torch.cat([p.detach().flatten() for p in model.parameters()])
@@ -54,13 +69,18 @@ def main():
     def on_reset():
         since_reset["pending"] = True
         since_reset["resets"] += 1
-        print("RESET t=%.6f size=%d" % (time.time(), hvd.size()), flush=True)
+        print("RESET t=%.6f size=%d world=%s last_step=%d last_commit=%d "
+              "restored=%d" % (time.time(), hvd.size(),
+                               hvd.elastic.world_version(),
+                               progress["last_step"], progress["last_commit"],
+                               state.step), flush=True)
 
     state.register_reset_callbacks([on_reset])
 
     @hvd.elastic.run
     def train(state):
         while state.step < args.steps:
+            from_step = state.step
             g = torch.Generator().manual_seed(state.step * 1000 + hvd.rank())
             x = torch.randn(8, 16, generator=g)
             y = x.sum(dim=1, keepdim=True)
@@ -69,11 +89,12 @@ def main():
             loss.backward()
             optimizer.step()
             state.step += 1
+            progress["last_step"] = state.step
             if since_reset["pending"]:
                 since_reset["pending"] = False
-                print("FIRST_STEP t=%.6f size=%d world=%s" %
-                      (time.time(), hvd.size(), hvd.elastic.world_version()),
-                      flush=True)
+                print("FIRST_STEP t=%.6f size=%d world=%s from_step=%d" %
+                      (time.time(), hvd.size(), hvd.elastic.world_version(),
+                       from_step), flush=True)
             if since_reset["world"] != hvd.elastic.world_version():
                 # The first step of every world (every rank of it: new
                 # ones too): the parameters must agree everywhere.
@@ -91,6 +112,9 @@ def main():
                                          hvd.size(), st["phase"],
                                          st["samples"], st["source"] or "-"),
                           flush=True)
+                # commit() saves first, then may raise (a hosts update, a
+                # failed broadcast): the save counts either way.
+                progress["last_commit"] = state.step
                 state.commit()
             time.sleep(args.sleep)
 

@@ -15,12 +15,14 @@ first training step of the new world. Needs HVDTUNE_CLI (the hvd-tune
 binary) and PYTHONPATH at the built package; run by ctest python_elastic.
 """
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -133,6 +135,75 @@ def test_host_killed_survivors_finish(tmp_path):
     assert seconds < 5.0, "reset took %.2f s (goal <= 5 s)" % seconds
 
 
+def scrape(url):
+    """The samples of a /metrics page: {(name, labels-text): value}."""
+    with urllib.request.urlopen(url, timeout=10) as page:
+        body = page.read().decode()
+    samples = {}
+    for line in body.splitlines():
+        m = re.match(r"^(\w+)(\{[^}]*\})? ([-+0-9.eE]+|NaN)$", line)
+        if m:
+            samples[(m.group(1), m.group(2) or "")] = float(m.group(3))
+    return samples
+
+
+def sample(samples, name, **labels):
+    """The value of `name` whose labels include `labels`."""
+    for (n, text), value in samples.items():
+        if n == name and all('%s="%s"' % kv in text for kv in labels.items()):
+            return value
+    raise AssertionError("no %s%s among %d samples" % (name, labels,
+                                                      len(samples)))
+
+
+@needs_cli
+def test_reset_in_metrics_and_timeline(tmp_path):
+    # A real reset (both ranks of 127.0.0.1 killed); the new world's rank
+    # 0 serves /metrics on a free port of 127.0.0.1 and continues the
+    # timeline of the first world.
+    timeline = tmp_path / "timeline.json"
+    job = Job(tmp_path, ["localhost:2", "127.0.0.1:2"],
+              ["-np", "4", "--min-np", "2", "--max-np", "4"], steps=300,
+              env={"HOROVOD_METRICS_PORT": "0",
+                   "HOROVOD_TIMELINE": str(timeline)},
+              extra=["--sleep", "0.02"])
+    job.wait_for(r"STEP 15 ")
+    for pid in job.pids_on("127.0.0.1"):
+        os.kill(pid, signal.SIGKILL)
+    job.wait_for(r"FIRST_STEP t=[0-9.]+ size=2 world=1 ")
+    after = job.text().index("world 1: 2 ranks")
+    url = re.findall(r"\[hvdtune rank 0\] metrics at (\S+)",
+                     job.text()[after:])
+    assert url, job.text()[-4000:]
+    samples = scrape(url[-1])
+    assert sample(samples, "hvdtune_ranks", rank="0") == 2
+    assert sample(samples, "hvdtune_elastic_world", rank="0") == 1
+    assert sample(samples, "hvdtune_elastic_resets_total",
+                  cause="rank_lost") == 1
+    assert sample(samples, "hvdtune_elastic_resets_total",
+                  cause="hosts_added") == 0
+    assert sample(samples, "hvdtune_elastic_last_reset",
+                  cause="rank_lost") == 1
+    assert sample(samples, "hvdtune_elastic_last_reset",
+                  cause="hosts_removed") == 0
+    rc, _, text = job.finish()
+    assert rc == 0, text[-4000:]
+    check_finished_on(text, 2)
+    # The timeline: one trace, both worlds on one time axis, each world's
+    # start marked with its cause.
+    events = json.loads(timeline.read_text())
+    worlds = [e for e in events if e.get("name") == "ELASTIC_WORLD"]
+    assert [(e["args"]["world"], e["args"]["size"], e["args"]["cause"])
+            for e in worlds] == [(0, 4, "start"), (1, 2, "rank_lost")], worlds
+    assert worlds[1]["args"]["resets"] == "rank_lost=1"
+    assert all(e["ph"] == "i" for e in worlds)
+    spans = [e for e in events if e.get("ph") == "X"]
+    before = [e for e in spans if e["ts"] < worlds[1]["ts"]]
+    later = [e for e in spans if e["ts"] > worlds[1]["ts"]]
+    assert before and later, (len(before), len(later))
+    assert worlds[0]["ts"] < before[0]["ts"]
+
+
 @needs_cli
 def test_host_added_job_grows(tmp_path):
     job = Job(tmp_path, ["localhost:2"],
@@ -148,6 +219,31 @@ def test_host_added_job_grows(tmp_path):
     # Includes starting the new ranks (python and torch imports).
     print("\nelastic: 2 -> 4 ranks: %.2f s from the host's appearance to "
           "the first step of the new world" % seconds)
+
+
+@needs_cli
+def test_rank_lost_while_world_forms(tmp_path):
+    # 127.0.0.1 is added, and its new ranks die before they reach the
+    # world; the survivors, waiting for them to arrive, leave that world as
+    # soon as the launcher marks them lost, not after the engine's timeout.
+    timeout = 30
+    job = Job(tmp_path, ["localhost:2"],
+              ["-np", "2", "--min-np", "2", "--max-np", "4"], steps=150,
+              env={"HOROVOD_GLOO_TIMEOUT_SECONDS": str(timeout)},
+              extra=["--fail-on-host", "127.0.0.1"])
+    job.wait_for(r"STEP 10 ")
+    job.set_hosts(["localhost:2", "127.0.0.1:2"])
+    rc, _, text = job.finish()
+    assert rc == 0, text[-4000:]
+    check_finished_on(text, 2)
+    assert re.search(r"world 1 did not form \(rank \d was lost before it "
+                     r"connected", text), text[-4000:]
+    died = min(float(t) for t in re.findall(r"FAIL_START t=([0-9.]+)", text))
+    seconds = first_step_after(text, died, 2) - died
+    print("\nelastic: a rank lost while its world formed: %.2f s from its "
+          "exit to the first step of the next world "
+          "(HOROVOD_GLOO_TIMEOUT_SECONDS=%d)" % (seconds, timeout))
+    assert seconds < 10, seconds
 
 
 @needs_cli

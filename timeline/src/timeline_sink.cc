@@ -8,6 +8,8 @@
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -81,6 +83,30 @@ struct TimelineSink::State {
   }
 };
 
+namespace {
+
+// Opens the trace at `path` that an earlier runtime finished (its "\n]\n"
+// trailer) for appending, positioned on the trailer; returns its t0. Leaves
+// `file` null when there is none to continue.
+std::optional<double> Resume(const std::string& path, std::FILE*& file) {
+  std::FILE* f = std::fopen(path.c_str(), "r+");
+  if (!f) return std::nullopt;
+  std::string head(512, '\0');
+  head.resize(std::fread(head.data(), 1, head.size(), f));
+  const auto origin = internal::TraceFormatter::ReadClockOrigin(head);
+  char tail[3] = {};
+  if (origin && std::fseek(f, -3, SEEK_END) == 0 &&
+      std::fread(tail, 1, 3, f) == 3 && std::memcmp(tail, "\n]\n", 3) == 0 &&
+      std::fseek(f, -3, SEEK_END) == 0) {
+    file = f;
+    return origin;
+  }
+  std::fclose(f);
+  return std::nullopt;
+}
+
+}  // namespace
+
 TimelineSink::TimelineSink(TimelineOptions options)
     : state_(std::make_unique<State>()) {
   state_->options = std::move(options);
@@ -96,7 +122,11 @@ void TimelineSink::OnStart(const RuntimeInfo& info) {
   if (s.options.all_ranks && info.size > 1) {
     path += "." + std::to_string(info.rank);
   }
-  s.file = std::fopen(path.c_str(), "w");
+  // In an elastic job a reset restarts the runtime: the new world's events
+  // continue the file its previous world closed, on the same time axis.
+  std::optional<double> origin;
+  if (info.elastic.world > 0) origin = Resume(path, s.file);
+  if (!s.file) s.file = std::fopen(path.c_str(), "w");
   if (!s.file) {
     std::cerr << "[hvdtune rank " << info.rank
               << "] warning: cannot open the timeline " << path << " ("
@@ -106,11 +136,27 @@ void TimelineSink::OnStart(const RuntimeInfo& info) {
   }
   s.front.resize(s.options.buffer_events);
   s.back.resize(s.options.buffer_events);
-  s.formatter = std::make_unique<internal::TraceFormatter>(RuntimeClock());
-  std::string head = "[\n";
-  s.formatter->AppendHeader(head);
-  s.Write(head);
+  s.formatter = std::make_unique<internal::TraceFormatter>(
+      origin.value_or(RuntimeClock()));
+  if (!origin) {
+    std::string head = "[\n";
+    s.formatter->AppendHeader(head);
+    s.Write(head);
+  }
   s.enabled = true;
+  if (info.elastic.world >= 0) {
+    Record& r = s.front[s.front_count++];
+    r.kind = Record::Kind::kWorld;
+    r.t[0] = RuntimeClock();
+    r.number = static_cast<std::uint64_t>(info.elastic.world);
+    r.bytes = info.size;
+    r.name =
+        info.elastic.last_reset.empty() ? "start" : info.elastic.last_reset;
+    r.text.clear();
+    for (const auto& [cause, n] : info.elastic.resets) {
+      r.text += (r.text.empty() ? "" : ",") + cause + "=" + std::to_string(n);
+    }
+  }
   s.writer = std::thread([&s] { s.Run(); });
 }
 

@@ -3,6 +3,9 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
 
 namespace hvdtune::timeline::internal {
 namespace {
@@ -45,7 +48,21 @@ std::string KnobArgs(const KnobSettings& v) {
   return s;
 }
 
+// The runtime clock at trace time 0, in the header's arguments.
+constexpr std::string_view kClockOrigin = "hvdtune_clock_origin";
+
 }  // namespace
+
+std::optional<double> TraceFormatter::ReadClockOrigin(const std::string& head) {
+  const std::string key = "\"" + std::string(kClockOrigin) + "\":";
+  const auto at = head.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  const char* begin = head.c_str() + at + key.size();
+  char* end = nullptr;
+  const double t0 = std::strtod(begin, &end);
+  if (end == begin || !std::isfinite(t0)) return std::nullopt;
+  return t0;
+}
 
 std::string JsonString(std::string_view s) {
   std::string out = "\"";
@@ -67,9 +84,12 @@ std::string JsonString(std::string_view s) {
 }
 
 void TraceFormatter::AppendHeader(std::string& out) {
+  char origin[64];
+  std::snprintf(origin, sizeof origin, "%.6f", t0_);
   out +=
       "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":"
-      "\"hvdtune: knobs, autotune, cycles\"}}";
+      "\"hvdtune: knobs, autotune, cycles\",\"" +
+      std::string(kClockOrigin) + "\":" + origin + "}}";
   out +=
       ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":0,\"args\":{"
       "\"sort_index\":0}}";
@@ -174,6 +194,13 @@ void TraceFormatter::Append(const Record& r, std::string& out) {
               "\"tensor\":" + JsonString(r.name) +
                   ",\"missing_ranks\":" + JsonString(r.text) +
                   ",\"shutdown\":" + (r.number ? "true" : "false"));
+      return;
+    case K::kWorld:
+      // An elastic job's world began (after a reset, or the first).
+      Instant(out, "ELASTIC_WORLD", r.t[0],
+              "\"world\":" + std::to_string(r.number) + ",\"size\":" +
+                  std::to_string(r.bytes) + ",\"cause\":" + JsonString(r.name) +
+                  ",\"resets\":" + JsonString(r.text));
       return;
     case K::kStoreLookup:
       Instant(out, "STORE_LOOKUP", r.t[0],

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -20,7 +21,8 @@ struct Record {
     kPhase,
     kError,
     kStall,
-    kStoreLookup
+    kStoreLookup,
+    kWorld
   };
   Kind kind = Kind::kTensor;
   /// Tensor name (kTensor, kError, kStall); fingerprint (kStoreLookup).
@@ -36,7 +38,9 @@ struct Record {
   /// collective_finished, finished. Others: t[0] is the time.
   double t[6] = {};
   /// kKnobs: version; kSample: index; kPhase: samples; kCycle: cycle;
-  /// kError: kind; kStall: shutdown; kStoreLookup: result.
+  /// kError: kind; kStall: shutdown; kStoreLookup: result; kWorld: the
+  /// elastic world's version (its cause in `name`, its resets in `text`,
+  /// its size in `bytes`).
   std::uint64_t number = 0;
   AutotunePhase from = AutotunePhase::kOff, to = AutotunePhase::kOff;
   double score = 0, best_score = 0;
@@ -56,8 +60,12 @@ class TraceFormatter {
   /// Appends the events of `r` (and, for a tensor seen the first time, its
   /// row's name) to `out`, each preceded by ",\n".
   void Append(const Record& r, std::string& out);
-  /// The metadata naming row 0 (knob changes, autotune, cycles).
+  /// The metadata naming row 0 (knob changes, autotune, cycles); it
+  /// carries t0 (ReadClockOrigin), so that a later runtime of an elastic
+  /// job continues the trace on the same time axis.
   void AppendHeader(std::string& out);
+  /// The t0 that AppendHeader wrote at the start of `head`, if any.
+  static std::optional<double> ReadClockOrigin(const std::string& head);
 
  private:
   int Row(const std::string& name, std::string& out);

@@ -1,63 +1,28 @@
 #include "elastic_launcher.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <set>
-#include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "common.h"
+#include "elastic_discovery.h"
+#include "elastic_world.h"
 #include "gloo_launcher.h"
 #include "hvdtune/rendezvous.h"
 
 namespace hvdtune::cli {
-
-std::vector<std::pair<std::string, int>> ParseDiscoveryOutput(
-    const std::string& text, int default_slots) {
-  std::vector<std::pair<std::string, int>> out;
-  std::set<std::string> seen;
-  std::stringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    // Surrounding blanks and empty lines are not hosts.
-    const auto b = line.find_first_not_of(" \t\r");
-    if (b == std::string::npos) continue;
-    line = line.substr(b, line.find_last_not_of(" \t\r") - b + 1);
-    const auto colon = line.find(':');
-    const std::string name = line.substr(0, colon);
-    int slots = default_slots;
-    if (colon != std::string::npos) {
-      const std::string count = line.substr(colon + 1);
-      char* end = nullptr;
-      const long n = std::strtol(count.c_str(), &end, 10);
-      slots = count.empty() || *end != '\0' || n < 1 || n > 1 << 20
-                  ? 0
-                  : static_cast<int>(n);
-    }
-    if (name.empty() || slots < 1 ||
-        name.find_first_of(" \t") != std::string::npos) {
-      throw Failure("--host-discovery-script printed '" + line +
-                    "' (expected host or host:slots, slots >= 1)");
-    }
-    if (seen.insert(name).second) out.emplace_back(name, slots);
-  }
-  return out;
-}
-
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = ElasticClock;
 
 Clock::duration Secs(double s) {
   return std::chrono::duration_cast<Clock::duration>(
@@ -68,57 +33,18 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-void Log(const std::string& what) {
-  fmt::print(stderr, "hvd-tune run: elastic: {}\n", what);
-  std::fflush(stderr);
-}
-
-struct Worker {
-  std::string id, host;
-  pid_t pid = -1;
-  /// Its rank in the newest world; -1 when not a member.
-  int rank = -1;
-  /// Being stopped by the launcher: its exit is expected.
-  bool retired = false;
-  /// Exited 0 (finished its training).
-  bool done = false;
-  /// When to signal it next (SIGTERM first, then SIGKILL every 3 s).
-  std::optional<Clock::time_point> kill_at;
-  int signals = 0;
-};
-
-struct Blacklisted {
-  int failures = 0;
-  /// When it may come back (max(): never).
-  Clock::time_point until;
-};
-
 enum class Phase { kStarting, kRunning, kResetting, kWaiting, kFinishing };
 
 class Driver {
  public:
   Driver(const LaunchOptions& opt, const ElasticOptions& e, bool verbose)
-      : opt_(opt), e_(e), verbose_(verbose) {
+      : opt_(opt),
+        e_(e),
+        verbose_(verbose),
+        discovery_(e.discovery_script, e.slots),
+        blacklist_(e.cooldown_range) {
     settings_ = BuildLaunch(opt, ProbeLaunchHost());
-    min_np_ = e.min_np.value_or(opt.np);
-    max_np_ = e.max_np.value_or(1 << 20);
-    if (min_np_ < 1 || max_np_ < min_np_ || opt.np < min_np_ ||
-        opt.np > max_np_) {
-      throw UsageError(fmt::format(
-          "--min-np {} <= -np {} <= --max-np {} does not hold", min_np_, opt.np,
-          e.max_np ? std::to_string(max_np_) : "(any)"));
-    }
-    if (!e.cooldown_range.empty() &&
-        (e.cooldown_range.size() != 2 || e.cooldown_range[0] < 0 ||
-         e.cooldown_range[1] < e.cooldown_range[0])) {
-      throw UsageError(
-          "--blacklist-cooldown-range: expected two numbers 0 <= a <= b");
-    }
-    if (e.slots < 1) throw UsageError("--slots: must be >= 1");
-    if (e.reset_limit && *e.reset_limit < 0) {
-      throw UsageError("--reset-limit: must be >= 0");
-    }
-    gloo_timeout_ = 30;
+    std::tie(min_np_, max_np_) = CheckElasticOptions(opt.np, e);
     for (const Launch::Var& v : settings_.vars) {
       if (v.name == "HOROVOD_GLOO_TIMEOUT_SECONDS") {
         gloo_timeout_ = ParseFloatSetting(v.name, v.value, 0.0, 1e6, true);
@@ -128,19 +54,25 @@ class Driver {
       elastic_timeout_ = ParseFloatSetting("HOROVOD_ELASTIC_TIMEOUT", t, 0.0,
                                            1e7, /*min_exclusive=*/false);
     }
+    if (const char* t = std::getenv(kHeartbeatVar); t && *t) {
+      heartbeat_timeout_ = ParseFloatSetting(kHeartbeatVar, t, 0.0, 1e6,
+                                             /*min_exclusive=*/false);
+      if (heartbeat_timeout_ > 0 && heartbeat_timeout_ < 1) {
+        throw UsageError(fmt::format(
+            "{}={}: expected 0 (off) or at least 1 (the ranks beat every "
+            "0.5 s)",
+            kHeartbeatVar, t));
+      }
+    }
   }
 
   int Run(bool dry_run) {
-    const auto hosts = RunDiscoveryOnce();
+    const Hosts hosts = discovery_.RunOnce();
     // Where the store listens and the ranks' interface: as for a Gloo job
     // on the hosts discovered first.
     LaunchOptions o = opt_;
     o.np = 1;
-    o.hosts.clear();
-    for (const auto& [h, n] : hosts) {
-      o.hosts += (o.hosts.empty() ? "" : ",") + h + ":" + std::to_string(n);
-    }
-    if (o.hosts.empty()) o.hosts = "localhost";
+    o.hosts = JoinHosts(hosts, "localhost");
     const GlooPlan plan = BuildGlooPlan(o, settings_);
     rendezvous_addr_ = plan.rendezvous_addr;
     agent_ = plan.agent;
@@ -157,170 +89,41 @@ class Driver {
       std::fflush(stdout);
       if (dry_run) return kExitOk;
     }
-    discovered_ = hosts;
     server_ = std::make_unique<RendezvousServer>(rendezvous_addr_, 0);
     phase_deadline_ = Clock::now() + Secs(elastic_timeout_);
-    next_discovery_ = Clock::now() + std::chrono::seconds(1);
     Loop();
     if (!failure_.empty()) throw Failure(failure_);
     return kExitOk;
   }
 
  private:
-  // --- discovery ---------------------------------------------------------
-
-  std::vector<std::pair<std::string, int>> RunDiscoveryOnce() {
-    StartDiscovery();
-    std::string out;
-    char buf[4096];
-    for (;;) {
-      const ssize_t k = ::read(discovery_fd_, buf, sizeof buf);
-      if (k > 0) {
-        out.append(buf, static_cast<std::size_t>(k));
-        continue;
-      }
-      if (k < 0 && (errno == EINTR || errno == EAGAIN)) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        continue;
-      }
-      break;
-    }
-    int status = 0;
-    while (waitpid(discovery_pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    ::close(discovery_fd_);
-    discovery_pid_ = -1;
-    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-      throw Failure("--host-discovery-script " + e_.discovery_script + " " +
-                    Describe(status));
-    }
-    return ParseDiscoveryOutput(out, e_.slots);
-  }
-
-  void StartDiscovery() {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) {
-      throw Failure(std::string("pipe: ") + std::strerror(errno));
-    }
-    std::fflush(stdout);
-    std::fflush(stderr);
-    const pid_t pid = fork();
-    if (pid < 0) throw Failure(std::string("fork: ") + std::strerror(errno));
-    if (pid == 0) {
-      ::dup2(fds[1], 1);
-      execl("/bin/sh", "sh", "-c", e_.discovery_script.c_str(),
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    ::close(fds[1]);
-    ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-    discovery_pid_ = pid;
-    discovery_fd_ = fds[0];
-    discovery_out_.clear();
-    discovery_started_ = Clock::now();
-  }
-
-  void PollDiscovery() {
-    if (discovery_pid_ < 0) {
-      if (Clock::now() >= next_discovery_) StartDiscovery();
-      return;
-    }
-    char buf[4096];
-    ssize_t k;
-    while ((k = ::read(discovery_fd_, buf, sizeof buf)) > 0) {
-      discovery_out_.append(buf, static_cast<std::size_t>(k));
-    }
-    // A script that hangs is stopped; the hosts stay as they were.
-    if (Since(discovery_started_) > 30) ::kill(discovery_pid_, SIGKILL);
-  }
-
-  void DiscoveryEnded(int status) {
-    char buf[4096];
-    ssize_t k;
-    while ((k = ::read(discovery_fd_, buf, sizeof buf)) > 0) {
-      discovery_out_.append(buf, static_cast<std::size_t>(k));
-    }
-    ::close(discovery_fd_);
-    discovery_pid_ = -1;
-    next_discovery_ = Clock::now() + std::chrono::seconds(1);
-    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-      Log("--host-discovery-script " + Describe(status) +
-          "; the hosts stay as they were");
-      return;
-    }
-    try {
-      auto hosts = ParseDiscoveryOutput(discovery_out_, e_.slots);
-      if (hosts != discovered_) {
-        std::string list;
-        for (const auto& [h, n] : hosts) {
-          list += (list.empty() ? "" : ",") + h + ":" + std::to_string(n);
-        }
-        Log("discovered hosts: " + (list.empty() ? "(none)" : list));
-      }
-      discovered_ = std::move(hosts);
-    } catch (const Failure& f) {
-      Log(std::string(f.what()) + "; the hosts stay as they were");
-    }
-  }
-
-  bool Usable(const std::string& host) const {
-    const auto it = blacklist_.find(host);
-    return it == blacklist_.end() || Clock::now() >= it->second.until;
-  }
+  static constexpr const char* kHeartbeatVar =
+      "HVDTUNE_ELASTIC_HEARTBEAT_SECONDS";
 
   // --- worlds ------------------------------------------------------------
 
-  struct Member {
-    std::string id, host;
-    bool fresh = false;  // a worker to start
-  };
-
-  // The next world: the live members of the current one on usable hosts
-  // (in rank order, grouped by host so that rank 0 stays a survivor), then
-  // new workers on free slots, up to --max-np. Empty when fewer than
-  // --min-np.
   std::vector<Member> Compose() const {
-    std::vector<const Worker*> alive;
-    for (const auto& [pid, w] : workers_) {
-      if (w.rank >= 0 && !w.retired && !w.done) alive.push_back(&w);
-    }
-    std::sort(alive.begin(), alive.end(), [](const Worker* a, const Worker* b) {
-      return a->rank < b->rank;
-    });
-    std::map<std::string, int> capacity;
-    std::vector<std::string> order;  // hosts, survivors' first
-    for (const auto& [h, n] : discovered_) {
-      if (Usable(h)) capacity[h] = n;
-    }
-    std::map<std::string, std::vector<Member>> by_host;
-    int total = 0;
-    for (const Worker* w : alive) {
-      auto it = capacity.find(w->host);
-      if (it == capacity.end() || it->second == 0 || total >= max_np_) {
-        continue;
-      }
-      --it->second;
-      if (by_host[w->host].empty()) order.push_back(w->host);
-      by_host[w->host].push_back({w->id, w->host, false});
-      ++total;
-    }
-    for (const auto& [h, n] : discovered_) {
-      auto it = capacity.find(h);
-      if (it == capacity.end()) continue;
-      for (; it->second > 0 && total < max_np_; --it->second, ++total) {
-        if (by_host[h].empty()) order.push_back(h);
-        by_host[h].push_back({"", h, true});
-      }
-    }
-    if (total < min_np_) return {};
-    std::vector<Member> out;
-    for (const std::string& h : order) {
-      for (const Member& m : by_host.at(h)) out.push_back(m);
-    }
-    return out;
+    return ComposeWorld(workers_, discovery_.hosts(), blacklist_, min_np_,
+                        max_np_);
   }
 
-  void Publish(std::vector<Member> members, const std::string& why) {
+  // The environment of a worker started as `m` at `p` in world `v`.
+  std::vector<std::string> WorkerEnv(const Member& m, const Placement& p,
+                                     int v) const {
+    std::vector<std::string> env;
+    for (const Launch::Var& var : settings_.vars) {
+      env.push_back(var.name + "=" + var.value);
+    }
+    WorldEndpoint where{rendezvous_addr_, server_->port(), iface_,
+                        elastic_timeout_, heartbeat_timeout_ > 0};
+    for (const auto& [name, value] : WorkerVariables(m, p, v, where)) {
+      env.push_back(name + "=" + value);
+    }
+    return env;
+  }
+
+  void Publish(std::vector<Member> members, ResetCause cause,
+               const std::string& why) {
     if (version_ >= 0 && e_.reset_limit && version_ + 1 > *e_.reset_limit) {
       Abort(fmt::format(
           "the job reached --reset-limit {} ({}); it does not reset again",
@@ -328,105 +131,51 @@ class Driver {
       return;
     }
     const int v = ++version_;
-    const int size = static_cast<int>(members.size());
-    std::map<std::string, int> local_size, seen;
-    std::vector<std::string> hosts;
-    for (const Member& m : members) {
-      if (local_size[m.host]++ == 0) hosts.push_back(m.host);
-    }
     for (Member& m : members) {
       if (m.fresh) m.id = "w" + std::to_string(next_worker_++);
     }
+    const std::vector<Placement> places = PlaceWorld(members);
     std::map<std::string, Worker*> by_id;
     for (auto& [pid, w] : workers_) {
       w.rank = -1;
       by_id[w.id] = &w;
     }
-    std::string text = fmt::format("world {} updates {}\n", v, hosts_updates_);
-    struct Start {
-      std::string id, host;
-      std::vector<std::string> env;
-    };
-    std::vector<Start> starts;
-    for (int r = 0; r < size; ++r) {
-      const Member& m = members[static_cast<std::size_t>(r)];
-      const int lr = seen[m.host]++;
-      int cross_rank = 0, cross_size = 0;
-      for (const std::string& h : hosts) {
-        if (local_size[h] > lr) {
-          if (h == m.host) cross_rank = cross_size;
-          ++cross_size;
-        }
-      }
-      text += fmt::format("{} {} {} {} {} {} {} {}\n", m.id, r, size, lr,
-                          local_size[m.host], cross_rank, cross_size, m.host);
-      if (!m.fresh) {
-        by_id.at(m.id)->rank = r;
-        continue;
-      }
-      Start s{m.id, m.host, {}};
-      for (const Launch::Var& var : settings_.vars) {
-        s.env.push_back(var.name + "=" + var.value);
-      }
-      for (const auto& [name, value] :
-           std::vector<std::pair<std::string, std::string>>{
-               {"HOROVOD_RANK", std::to_string(r)},
-               {"HOROVOD_SIZE", std::to_string(size)},
-               {"HOROVOD_LOCAL_RANK", std::to_string(lr)},
-               {"HOROVOD_LOCAL_SIZE", std::to_string(local_size[m.host])},
-               {"HOROVOD_CROSS_RANK", std::to_string(cross_rank)},
-               {"HOROVOD_CROSS_SIZE", std::to_string(cross_size)},
-               {"HOROVOD_HOSTNAME", m.host},
-               {"HOROVOD_GLOO_RENDEZVOUS_ADDR", rendezvous_addr_},
-               {"HOROVOD_GLOO_RENDEZVOUS_PORT",
-                std::to_string(server_->port())},
-               {"HOROVOD_GLOO_IFACE", iface_},
-               {"HOROVOD_CONTROLLER", "gloo"},
-               {"HOROVOD_CPU_OPERATIONS", "gloo"},
-               {"HOROVOD_ELASTIC", "1"},
-               {"HOROVOD_ELASTIC_TIMEOUT", fmt::format("{}", elastic_timeout_)},
-               {"HVDTUNE_ELASTIC_ID", m.id},
-               {"HVDTUNE_ELASTIC_WORLD", std::to_string(v)},
-               {"HVDTUNE_GLOO_STORE_PREFIX", fmt::format("elastic/{}/", v)}}) {
-        s.env.push_back(name + "=" + value);
-      }
-      starts.push_back(std::move(s));
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      if (!members[i].fresh) by_id.at(members[i].id)->rank = places[i].rank;
     }
-    server_->Set(fmt::format("elastic/world/{}", v), text);
+    server_->Set(fmt::format("elastic/world/{}", v),
+                 WorldText(v, hosts_updates_, cause, members, places));
     server_->Set("elastic/current", std::to_string(v));
-    std::string layout;
-    for (const std::string& h : hosts) {
-      layout +=
-          (layout.empty() ? "" : ",") + h + ":" + std::to_string(local_size[h]);
-    }
-    Log(fmt::format("world {}: {} ranks on {} ({}{})", v, size, layout, why,
-                    failure_at_ ? fmt::format(", {:.2f} s after the failure",
-                                              Since(*failure_at_))
-                                : ""));
+    ElasticLog(fmt::format(
+        "world {}: {} ranks on {} ({}{})", v, members.size(),
+        WorldLayout(members), why,
+        failure_at_
+            ? fmt::format(", {:.2f} s after the failure", Since(*failure_at_))
+            : ""));
     failure_at_.reset();
     GlooPlan plan;
     plan.rendezvous_addr = rendezvous_addr_;
     plan.agent = agent_;
-    for (Start& s : starts) {
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      const Member& m = members[i];
+      if (!m.fresh) continue;
       GlooRankPlan rank;
-      rank.host = s.host;
-      rank.remote = !IsLocal(s.host);
-      rank.env = std::move(s.env);
+      rank.host = m.host;
+      rank.remote = !IsLocal(m.host);
+      rank.env = WorkerEnv(m, places[i], v);
       std::fflush(stdout);
       std::fflush(stderr);
       const pid_t pid = fork();
       if (pid < 0) throw Failure(std::string("fork: ") + std::strerror(errno));
       if (pid == 0) ExecRank(plan, rank, opt_.command);
       Worker w;
-      w.id = s.id;
-      w.host = s.host;
+      w.id = m.id;
+      w.host = m.host;
       w.pid = pid;
-      for (int r = 0; r < size; ++r) {
-        if (members[static_cast<std::size_t>(r)].id == s.id) w.rank = r;
-      }
+      w.rank = places[i].rank;
       workers_[pid] = w;
     }
-    world_size_ = size;
+    world_size_ = static_cast<int>(members.size());
     notified_ = false;
     phase_ = Phase::kRunning;
   }
@@ -434,7 +183,7 @@ class Driver {
   // Ends the job: the ranks waiting for a next world read why and exit.
   void Abort(const std::string& why) {
     failure_ = why;
-    Log(why);
+    ElasticLog(why);
     if (server_) {
       const int v = ++version_;
       server_->Set(fmt::format("elastic/world/{}", v), "abort " + why + "\n");
@@ -461,7 +210,8 @@ class Driver {
     if (w.retired) return;
     if (ok) {
       if (w.rank >= 0 && phase_ != Phase::kFinishing) {
-        Log(fmt::format("rank {} ({}) finished; the job ends with this world",
+        ElasticLog(
+            fmt::format("rank {} ({}) finished; the job ends with this world",
                         w.rank, w.id));
         phase_ = Phase::kFinishing;
       }
@@ -470,21 +220,59 @@ class Driver {
     const std::string how = fmt::format("rank {} ({} on {}) {}", w.rank, w.id,
                                         w.host, Describe(status));
     if (phase_ == Phase::kFinishing) {
-      failure_ = failure_.empty()
-                     ? "the job failed after a rank finished: " + how
-                     : failure_;
+      if (failure_.empty()) {
+        failure_ = "the job failed after a rank finished: " + how;
+      }
       return;
     }
     if (!failure_at_) failure_at_ = Clock::now();
     MarkLost(w, Describe(status));
-    Blacklist(w.host, how);
+    HostFailed(w.host, how, "stopped: its host was blacklisted");
+    StartReset(ResetCause::kRankLost, "failure: " + how);
+  }
+
+  // Blacklists `host` and stops the workers still on it: after a failure
+  // there, they are not trusted to reach the next world.
+  void HostFailed(const std::string& host, const std::string& why,
+                  const std::string& lost_as) {
+    blacklist_.Add(host, why);
     for (auto& [p, other] : workers_) {
-      if (other.host == w.host && !other.retired) {
-        MarkLost(other, "stopped: its host was blacklisted");
+      if (other.host == host && !other.retired) {
+        MarkLost(other, lost_as);
         Retire(other, 0);
       }
     }
-    StartReset("failure: " + how);
+  }
+
+  // A worker that beat once and then stayed silent past the heartbeat
+  // timeout cannot be reached (its host is cut off, hung or swapping): the
+  // host counts as failed. Its processes may live on behind the cut; they
+  // are signalled, and a worker that comes back finds itself in no world.
+  void CheckHeartbeats() {
+    if (heartbeat_timeout_ <= 0) return;
+    const auto now = Clock::now();
+    for (auto& [pid, w] : workers_) {
+      // Workers left out of the newest world exit (their beats stop).
+      if (w.retired || w.rank < 0) continue;
+      auto beat = server_->TryGet("elastic/alive/" + w.id);
+      // None yet (starting), or "exit": it is ending by itself.
+      if (!beat || *beat == "exit") continue;
+      if (*beat != w.beat || !w.beat_at) {
+        w.beat = *beat;
+        w.beat_at = now;
+        continue;
+      }
+      if (now - *w.beat_at < Secs(heartbeat_timeout_)) continue;
+      const std::string host = w.host;
+      const std::string how = fmt::format(
+          "rank {} ({} on {}) silent for {:.1f} s ({}={})", w.rank, w.id, host,
+          Since(*w.beat_at), kHeartbeatVar, heartbeat_timeout_);
+      if (!failure_at_) failure_at_ = *w.beat_at;
+      ElasticLog("host " + host + " unreachable: " + how);
+      HostFailed(host, how, "unreachable: " + how);
+      StartReset(ResetCause::kHostUnreachable, "unreachable: " + how);
+      return;  // workers_ is unchanged, but one host per pass keeps it simple
+    }
   }
 
   void MarkLost(const Worker& w, const std::string& how) {
@@ -494,24 +282,10 @@ class Driver {
                  how);
   }
 
-  void Blacklist(const std::string& host, const std::string& why) {
-    Blacklisted& b = blacklist_[host];
-    ++b.failures;
-    if (e_.cooldown_range.empty()) {
-      b.until = Clock::time_point::max();
-      Log("host " + host + " blacklisted (" + why + ")");
-      return;
-    }
-    const double s = std::min(
-        e_.cooldown_range[1],
-        e_.cooldown_range[0] * std::pow(2.0, std::min(b.failures - 1, 30)));
-    b.until = Clock::now() + Secs(s);
-    Log(fmt::format("host {} blacklisted for {:.0f} s ({})", host, s, why));
-  }
-
-  void StartReset(const std::string& why) {
+  void StartReset(ResetCause cause, const std::string& why) {
     if (phase_ != Phase::kRunning) return;
     phase_ = Phase::kResetting;
+    reset_cause_ = cause;
     reset_why_ = why;
     phase_deadline_ = Clock::now() + Secs(gloo_timeout_ + 5);
   }
@@ -526,7 +300,7 @@ class Driver {
       case Phase::kStarting: {
         auto members = Compose();
         if (!members.empty()) {
-          Publish(std::move(members), "start");
+          Publish(std::move(members), ResetCause::kStart, "start");
         } else if (Clock::now() >= phase_deadline_) {
           Abort(BelowMinimum());
         }
@@ -535,10 +309,13 @@ class Driver {
       case Phase::kRunning: {
         for (const auto& [pid, w] : workers_) {
           if (w.rank >= 0 && !w.retired && Ready(w)) {
-            StartReset(notified_
-                           ? "hosts " + notified_kind_
-                           : "rank " + std::to_string(w.rank) + " left world " +
-                                 std::to_string(version_));
+            if (notified_) {
+              StartReset(notified_cause_, "hosts " + notified_kind_);
+            } else {
+              StartReset(
+                  ResetCause::kRankLost,
+                  fmt::format("rank {} left world {}", w.rank, version_));
+            }
             return;
           }
         }
@@ -548,15 +325,17 @@ class Driver {
       case Phase::kResetting: {
         bool all = true;
         for (auto& [pid, w] : workers_) {
-          if (w.rank < 0 || w.retired || w.done || Ready(w)) continue;
+          if (w.rank < 0 || w.retired || Ready(w)) continue;
           all = false;
           if (Clock::now() >= phase_deadline_) {
-            Log(
-                fmt::format("rank {} ({}) did not leave world {} in {:.0f} s; "
-                            "stopped",
-                            w.rank, w.id, version_, gloo_timeout_ + 5));
-            MarkLost(w, "stopped: it did not reset");
-            Retire(w, 0);
+            // Hung, or its host cannot reach the store: not trusted again
+            // before its cooldown.
+            const std::string how = fmt::format(
+                "rank {} ({} on {}) did not leave world {} in {:.0f} s", w.rank,
+                w.id, w.host, version_, gloo_timeout_ + 5);
+            ElasticLog(how + "; stopped");
+            HostFailed(w.host, how, "stopped: it did not reset");
+            break;  // workers_ changed state; look again next pass
           }
         }
         if (!all) break;
@@ -568,12 +347,12 @@ class Driver {
       case Phase::kWaiting: {
         auto members = Compose();
         if (!members.empty()) {
-          Publish(std::move(members), reset_why_);
+          Publish(std::move(members), reset_cause_, reset_why_);
         } else if (Clock::now() >= phase_deadline_) {
           Abort(BelowMinimum());
         } else if (!waiting_logged_) {
           waiting_logged_ = true;
-          Log(fmt::format(
+          ElasticLog(fmt::format(
               "fewer than --min-np {} slots available; waiting up to {:.0f} s "
               "(HOROVOD_ELASTIC_TIMEOUT) for hosts",
               min_np_, elastic_timeout_));
@@ -598,44 +377,29 @@ class Driver {
     }
   }
 
-  int FreeSlots() const {
-    std::map<std::string, int> used;
-    for (const auto& [pid, w] : workers_) {
-      if (w.rank >= 0 && !w.retired) ++used[w.host];
-    }
-    int free = 0;
-    for (const auto& [h, n] : discovered_) {
-      if (Usable(h)) free += std::max(0, n - used[h]);
-    }
-    return free;
-  }
-
   // Tells the ranks (at their next commit) that hosts came or went.
   void NotifyHostChanges() {
     if (notified_) return;
-    std::set<std::string> present;
-    for (const auto& [h, n] : discovered_) present.insert(h);
-    bool removed = false;
-    for (const auto& [pid, w] : workers_) {
-      if (w.rank >= 0 && !w.retired && present.count(w.host) == 0) {
-        removed = true;
-      }
-    }
-    const bool added = world_size_ < max_np_ && FreeSlots() > 0;
-    if (!added && !removed) return;
+    const auto change = HostsChange(workers_, discovery_.hosts(), blacklist_,
+                                    world_size_ < max_np_);
+    if (!change) return;
     notified_ = true;
     ++hosts_updates_;
-    const char* kind = added && removed ? "mixed" : added ? "added" : "removed";
+    const char* kind = *change == ResetCause::kHostsChanged ? "mixed"
+                       : *change == ResetCause::kHostsAdded ? "added"
+                                                            : "removed";
     notified_kind_ = kind;
+    notified_cause_ = *change;
     server_->Set("elastic/hosts_updated",
                  fmt::format("{} {}", hosts_updates_, kind));
-    Log(fmt::format("hosts {}; the ranks reset at their next commit", kind));
+    ElasticLog(
+        fmt::format("hosts {}; the ranks reset at their next commit", kind));
   }
 
   std::string BelowMinimum() const {
     int slots = 0;
-    for (const auto& [h, n] : discovered_) {
-      if (Usable(h)) slots += n;
+    for (const auto& [h, n] : discovery_.hosts()) {
+      if (blacklist_.Usable(h)) slots += n;
     }
     return fmt::format(
         "only {} of the --min-np {} slots were available for "
@@ -649,14 +413,17 @@ class Driver {
       int status = 0;
       pid_t pid;
       while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        if (pid == discovery_pid_) {
-          DiscoveryEnded(status);
+        if (pid == discovery_.pid()) {
+          discovery_.Ended(status);
         } else {
           WorkerEnded(pid, status);
         }
       }
       if (phase_ == Phase::kFinishing && workers_.empty()) break;
-      if (phase_ != Phase::kFinishing) PollDiscovery();
+      if (phase_ != Phase::kFinishing) {
+        discovery_.Poll();
+        CheckHeartbeats();
+      }
       Step();
       const auto now = Clock::now();
       for (auto& [p, w] : workers_) {
@@ -666,24 +433,21 @@ class Driver {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (discovery_pid_ > 0) {
-      ::kill(discovery_pid_, SIGKILL);
-      while (waitpid(discovery_pid_, nullptr, 0) < 0 && errno == EINTR) {
-      }
-    }
+    discovery_.Stop();
   }
 
   const LaunchOptions& opt_;
   const ElasticOptions& e_;
   bool verbose_;
   Launch settings_;
+  HostDiscovery discovery_;
+  Blacklist blacklist_;
   int min_np_ = 1, max_np_ = 1 << 20;
   double gloo_timeout_ = 30;
   double elastic_timeout_ = 600;
+  double heartbeat_timeout_ = 10;
   std::string rendezvous_addr_, iface_, agent_ = "ssh";
   std::unique_ptr<RendezvousServer> server_;
-  std::vector<std::pair<std::string, int>> discovered_;
-  std::map<std::string, Blacklisted> blacklist_;
   std::map<pid_t, Worker> workers_;
   int next_worker_ = 0;
   int version_ = -1;
@@ -691,16 +455,14 @@ class Driver {
   int hosts_updates_ = 0;
   bool notified_ = false;
   std::string notified_kind_;
+  ResetCause notified_cause_ = ResetCause::kHostsAdded;
   bool waiting_logged_ = false;
   Phase phase_ = Phase::kStarting;
   Clock::time_point phase_deadline_;
+  ResetCause reset_cause_ = ResetCause::kRankLost;
   std::string reset_why_;
   std::optional<Clock::time_point> failure_at_;
   std::string failure_;
-  pid_t discovery_pid_ = -1;
-  int discovery_fd_ = -1;
-  std::string discovery_out_;
-  Clock::time_point discovery_started_, next_discovery_;
 };
 
 }  // namespace

@@ -1,24 +1,34 @@
 // `hvd-tune run --host-discovery-script S`: elastic training on the Gloo
 // engine (horovodrun's elastic mode). The launcher runs the discovery
-// script every second, forms worlds of the workers on the discovered hosts,
-// publishes each world in the rendezvous store, starts workers on new
-// slots, blacklists hosts whose workers fail, and ends the job with an
-// error when fewer than --min-np slots stay available for
-// HOROVOD_ELASTIC_TIMEOUT seconds (docs/elastic.md).
+// script every second (elastic_discovery.h), forms worlds of the workers on
+// the discovered hosts (elastic_world.h), publishes each world in the
+// rendezvous store, starts workers on new slots, blacklists hosts whose
+// workers fail or fall silent, and ends the job with an error when fewer
+// than --min-np slots stay available for HOROVOD_ELASTIC_TIMEOUT seconds
+// (docs/elastic.md).
 //
 // Store keys it uses besides the engine's (all additive):
 //   elastic/current               the newest world's version
 //   elastic/world/<v>             world v: a header line
-//                                 "world <v> updates <n>", then one line per
-//                                 rank: "<id> <rank> <size> <local_rank>
-//                                 <local_size> <cross_rank> <cross_size>
-//                                 <host>"; or "abort <why>" when the job ends
+//                                 "world <v> updates <n> cause <c>", then
+//                                 one line per rank: "<id> <rank> <size>
+//                                 <local_rank> <local_size> <cross_rank>
+//                                 <cross_size> <host>"; or "abort <why>"
+//                                 when the job ends
+//   elastic/arrived/<v>/<id>      set by worker <id> when it reached world
+//                                 v; the ranks connect once all arrived
 //   elastic/ready/<v>/<id>        set by worker <id> once it left world v
 //                                 (after a failure or a hosts update)
+//   elastic/alive/<id>            worker <id>'s heartbeat, a count it
+//                                 raises every 0.5 s ("exit" once it
+//                                 ends by itself); silent past
+//                                 HVDTUNE_ELASTIC_HEARTBEAT_SECONDS, its
+//                                 host counts as failed
 //   elastic/hosts_updated         "<n> <added|removed|mixed>": the hosts
 //                                 changed; ranks see it at their next commit
-//   elastic/<v>/hvdtune/lost/<r>  rank r of world v died (the engine names
-//                                 it in the survivors' errors)
+//   elastic/<v>/hvdtune/lost/<r>  rank r of world v died or is unreachable
+//                                 (the engine names it in the survivors'
+//                                 errors; ranks still connecting leave)
 #pragma once
 
 #include <optional>
@@ -43,11 +53,6 @@ struct ElasticOptions {
   /// it never comes back.
   std::vector<double> cooldown_range;
 };
-
-/// A discovery script's output: (host, slots) in order. Throws Failure
-/// naming the line at fault.
-std::vector<std::pair<std::string, int>> ParseDiscoveryOutput(
-    const std::string& text, int default_slots);
 
 /// Runs the elastic job; kExitOk when the final world's ranks all exit 0.
 /// Throws UsageError for bad flags, Failure when the job fails (below

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hvdtune/events.h"
 #include "hvdtune/knobs.h"
 
 namespace hvdtune {
@@ -129,6 +130,12 @@ struct GlooSettings {
   /// HOROVOD_ELASTIC_TIMEOUT: in an elastic job, how long a rank waits for
   /// the launcher's next world (checked here; the Python layer waits).
   double elastic_timeout_seconds = 600;
+  /// Set by the elastic layer in each world it joins (metrics, timeline):
+  /// HVDTUNE_ELASTIC_WORLD, the world's version (-1: not elastic);
+  /// HVDTUNE_ELASTIC_RESETS, "cause=count,..." of this process's resets;
+  /// HVDTUNE_ELASTIC_LAST_RESET, the cause of the reset into this world
+  /// (empty: the process's first world).
+  ElasticInfo elastic;
 };
 
 struct RuntimeConfig {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hvdtune/knobs.h"
@@ -26,6 +27,22 @@ enum class AutotunePhase { kOff, kWarmup, kExploring, kFrozen, kRetuning };
 /// "off", "warmup", "exploring", "frozen", "retuning".
 std::string_view AutotunePhaseName(AutotunePhase phase);
 
+/// An elastic job's world as its rank sees it (docs/elastic.md).
+struct ElasticInfo {
+  /// The world's version (0, 1, ...); -1 when the job is not elastic.
+  int world = -1;
+  /// This process's resets so far, by cause ("rank_lost",
+  /// "host_unreachable", "hosts_added", "hosts_removed", "hosts_changed").
+  std::vector<std::pair<std::string, int>> resets;
+  /// The cause of the reset into this world; empty in the process's first.
+  std::string last_reset;
+};
+
+/// The causes of an elastic reset, in the order of their metric children.
+inline constexpr std::string_view kElasticResetCauses[] = {
+    "rank_lost", "host_unreachable", "hosts_added", "hosts_removed",
+    "hosts_changed"};
+
 /// Who and where this runtime is; given to every sink before the first
 /// event.
 struct RuntimeInfo {
@@ -39,6 +56,8 @@ struct RuntimeInfo {
   std::string mpi_version;
   /// The engine the runtime runs on.
   EngineKind engine = EngineKind::kMpi;
+  /// In an elastic job: the world and this process's resets.
+  ElasticInfo elastic;
 };
 
 /// One cycle of the background thread (idle cycles included).

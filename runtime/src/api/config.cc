@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +44,35 @@ EngineKind EngineValue(std::string_view var, std::string_view v) {
   if (v == "gloo" || v == "GLOO") return EngineKind::kGloo;
   throw ConfigError(std::string(var) + "='" + std::string(v) +
                     "' is not allowed: use mpi or gloo");
+}
+
+// HVDTUNE_ELASTIC_WORLD / _RESETS / _LAST_RESET, set by the elastic layer
+// in every world it joins.
+void ParseElasticInfo(const EnvLookup& env, ElasticInfo& e) {
+  IfSet(env, "HVDTUNE_ELASTIC_WORLD",
+        [&](auto var, auto v) { e.world = Int(var, v, 0, 1 << 30); });
+  IfSet(env, "HVDTUNE_ELASTIC_RESETS", [&](auto var, auto v) {
+    std::string_view rest = v;
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? "" : rest.substr(comma + 1);
+      const auto eq = item.find('=');
+      const std::string_view cause = item.substr(0, eq);
+      if (eq == std::string_view::npos ||
+          std::find(std::begin(kElasticResetCauses),
+                    std::end(kElasticResetCauses),
+                    cause) == std::end(kElasticResetCauses)) {
+        throw ConfigError(std::string(var) + "='" + std::string(v) +
+                          "': expected cause=count,... with causes of "
+                          "docs/elastic.md (rank_lost, hosts_added, ...)");
+      }
+      e.resets.emplace_back(std::string(cause),
+                            Int(var, item.substr(eq + 1), 0, 1 << 30));
+    }
+  });
+  IfSet(env, "HVDTUNE_ELASTIC_LAST_RESET",
+        [&](auto, auto v) { e.last_reset = std::string(v); });
 }
 
 }  // namespace
@@ -97,6 +128,7 @@ void ParseEngineSettings(const EnvLookup& env, RuntimeConfig* c) {
   });
   IfSet(env, "HVDTUNE_GLOO_STORE_PREFIX",
         [&](auto, auto v) { g.store_prefix = std::string(v); });
+  ParseElasticInfo(env, g.elastic);
 }
 
 const char* AutotuneStoreModeName(AutotuneStoreMode mode) {
@@ -416,6 +448,20 @@ constexpr SettingSpec kSettings[] = {
      "launcher waits for --min-np slots (at the start and after a reset) "
      "before it ends the job with an error saying so; the ranks waiting for "
      "a next world wait this long plus 60 s."},
+    {"Elastic", "HVDTUNE_ELASTIC_HEARTBEAT_SECONDS", "10",
+     "0 (off), 1 – 1e6 seconds",
+     "Elastic training: the launcher's; every rank tells the launcher it "
+     "is alive every 0.5 s, and a rank silent this long (its host cut off "
+     "or hung) counts as failed: its host is blacklisted and its ranks "
+     "stopped. Its survivors' collectives end at "
+     "HOROVOD_GLOO_TIMEOUT_SECONDS."},
+    {"Elastic",
+     "HVDTUNE_ELASTIC_WORLD, HVDTUNE_ELASTIC_RESETS, "
+     "HVDTUNE_ELASTIC_LAST_RESET",
+     "set by the launcher and hvdtune.elastic",
+     "a version; cause=count,...; a cause",
+     "Elastic training: the world a rank runs in, its resets so far by "
+     "cause and the cause of the last, for the metrics and the timeline."},
     {"Open MPI", "OMPI_MCA_mpi_yield_when_idle",
      "1 when hvdtune initialises MPI", "0, 1",
      "Open MPI's own parameter, set by hvdtune before MPI_Init_thread unless "

@@ -85,10 +85,17 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
 
 RuntimeInfo RuntimeImpl::Info() const {
   const World& w = world_;
-  RuntimeInfo info{
-      w.rank,       w.size,       w.local_rank, w.local_size,
-      w.cross_rank, w.cross_size, knobs_,       engine_->library_version()};
+  RuntimeInfo info;
+  info.rank = w.rank;
+  info.size = w.size;
+  info.local_rank = w.local_rank;
+  info.local_size = w.local_size;
+  info.cross_rank = w.cross_rank;
+  info.cross_size = w.cross_size;
+  info.knobs = knobs_;
+  info.mpi_version = engine_->library_version();
   info.engine = engine_->kind();
+  info.elastic = config_.gloo.elastic;
   return info;
 }
 
