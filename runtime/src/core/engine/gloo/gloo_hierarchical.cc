@@ -20,9 +20,9 @@ Status GlooHierarchical::Run(const KnobSettings& knobs, const void* in,
                                 knobs.ring_segment_bytes());
   }
   if (path_ == Path::kUntried) {
-    const int local_size = w.local_size;
+    // Two sets of slots, one slot per local rank.
     const auto data_bytes =
-        static_cast<std::size_t>(2 * (local_size + 1) * kGlooShmPieceBytes);
+        static_cast<std::size_t>(2 * w.local_size * kGlooShmPieceBytes);
     const Status s = NodeShm::Open(world_.groups(), data_bytes, &shm_);
     if (!s.ok()) return s;
     path_ = shm_ != nullptr ? Path::kShared : Path::kLeaders;
