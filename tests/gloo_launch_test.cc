@@ -34,11 +34,13 @@ int EnvInt(const char* name) {
 
 int main(int argc, char** argv) {
   int kill_rank = -1;
-  double within = 0;
+  double within = 0, kill_after = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--kill-rank") == 0)
       kill_rank = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--within") == 0) within = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--kill-after") == 0)
+      kill_after = std::atof(argv[i + 1]);
   }
   using hvdtune::DataType;
   using hvdtune::ReduceOp;
@@ -47,10 +49,13 @@ int main(int argc, char** argv) {
   if (rank != EnvInt("HOROVOD_RANK") || size != EnvInt("HOROVOD_SIZE")) {
     return Fail(rank, "rank/size differ from HOROVOD_RANK/HOROVOD_SIZE");
   }
-  if (rt.local_rank() != EnvInt("HOROVOD_LOCAL_RANK") ||
-      rt.local_size() != EnvInt("HOROVOD_LOCAL_SIZE") ||
-      rt.cross_rank() != EnvInt("HOROVOD_CROSS_RANK") ||
-      rt.cross_size() != EnvInt("HOROVOD_CROSS_SIZE")) {
+  // HVDTUNE_RANKS_PER_NODE regroups the ranks into emulated nodes: the
+  // launcher's local and cross ranks (one host) no longer apply.
+  if (std::getenv("HVDTUNE_RANKS_PER_NODE") == nullptr &&
+      (rt.local_rank() != EnvInt("HOROVOD_LOCAL_RANK") ||
+       rt.local_size() != EnvInt("HOROVOD_LOCAL_SIZE") ||
+       rt.cross_rank() != EnvInt("HOROVOD_CROSS_RANK") ||
+       rt.cross_size() != EnvInt("HOROVOD_CROSS_SIZE"))) {
     return Fail(rank, "local/cross ranks differ from the launcher's");
   }
   int mpi_initialized = 1;
@@ -80,12 +85,24 @@ int main(int argc, char** argv) {
     return 0;
   }
   // Every rank keeps a few collectives in flight; the doomed rank dies
-  // while they are pending on the others.
-  std::vector<std::vector<float>> bufs(4, std::vector<float>(1 << 18, 1.0f));
+  // while they are pending on the others: before its fourth step's
+  // collectives (the others fail in the negotiation), or, with
+  // --kill-after S, S seconds into steps of 16 MiB tensors (most likely in
+  // the middle of a transfer).
+  const std::size_t floats = kill_after >= 0 ? 1 << 22 : 1 << 18;
+  std::vector<std::vector<float>> bufs(4, std::vector<float>(floats, 1.0f));
+  std::thread killer;
+  if (rank == kill_rank && kill_after >= 0) {
+    killer = std::thread([kill_after] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(kill_after));
+      std::raise(SIGKILL);
+    });
+    killer.detach();
+  }
   for (int step = 0;; ++step) {
     // The failing handles' wait is timed from their submission.
     const auto start = std::chrono::steady_clock::now();
-    if (rank == kill_rank && step == 3) std::raise(SIGKILL);
+    if (rank == kill_rank && kill_after < 0 && step == 3) std::raise(SIGKILL);
     std::vector<hvdtune::Handle> pending;
     for (std::size_t b = 0; b < bufs.size(); ++b) {
       const std::int64_t n[] = {static_cast<std::int64_t>(bufs[b].size())};

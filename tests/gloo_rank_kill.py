@@ -7,8 +7,13 @@ within --within seconds (gloo_launch_test checks both and exits 0), the
 launcher reported the killed rank and nothing aborted or hung (each run has a
 wall-clock limit). Prints each survivor's time to failure and their median.
 
+With --kill-after S the rank dies S seconds into steps of large tensors
+(most likely in the middle of a transfer, see gloo_launch_test.cc), and with
+--expect TEXT some survivor's error must contain TEXT in every run (which
+wait saw the loss).
+
 Usage: gloo_rank_kill.py HVD_TUNE GLOO_LAUNCH_TEST [--np N] [--runs K]
-       [--within SECONDS]"""
+       [--within SECONDS] [--kill-after SECONDS] [--expect TEXT]"""
 import argparse
 import os
 import re
@@ -24,6 +29,8 @@ def main() -> int:
     p.add_argument("--np", type=int, default=3)
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--within", type=float, default=5.0)
+    p.add_argument("--kill-after", type=float, default=None)
+    p.add_argument("--expect", default=None)
     a = p.parse_args()
     killed = a.np - 1
     env = dict(os.environ)
@@ -35,6 +42,8 @@ def main() -> int:
         cmd = [a.hvd_tune, "run", "--gloo", "-np", str(a.np), "--",
                a.test_program, "--kill-rank", str(killed),
                "--within", str(a.within)]
+        if a.kill_after is not None:
+            cmd += ["--kill-after", str(a.kill_after)]
         try:
             out = subprocess.run(cmd, env=env, capture_output=True, text=True,
                                  timeout=120)
@@ -52,6 +61,8 @@ def main() -> int:
             problems.append("the launcher did not name the killed rank")
         if sorted(int(r) for r, _ in survivors) != list(range(killed)):
             problems.append(f"survivors that saw the failure: {survivors}")
+        if a.expect is not None and a.expect not in out.stdout:
+            problems.append(f"no survivor's error says '{a.expect}'")
         for bad in ("FAIL", "terminate called", "Aborted", "core dumped"):
             if bad in text:
                 problems.append(f"output contains '{bad}'")

@@ -5,10 +5,13 @@
 // emulated two-node run (ctest -R mpi_two_nodes), where the "shared" layout
 // is two real (fake-host) nodes.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -352,6 +355,27 @@ INSTANTIATE_TEST_SUITE_P(Layouts, HierarchicalAllgatherDirectTest,
 // both reach the algorithm.
 using AlgorithmConfig = std::tuple<std::string, std::string, std::string>;
 
+// One allreduce of the Runtime suites: this rank's FillInput(op) tensor and
+// an output of 0xAB bytes.
+struct AllreduceItem {
+  DataType dtype;
+  ReduceOp op;
+  std::int64_t count;
+  std::vector<std::uint8_t> in, out;
+  Handle handle;
+
+  static AllreduceItem Make(DataType dtype, ReduceOp op, std::int64_t count,
+                            int rank) {
+    AllreduceItem it{dtype, op, count, {}, {}, {}};
+    const std::size_t bytes =
+        static_cast<std::size_t>(count) * DataTypeSize(dtype);
+    it.in.resize(bytes);
+    it.out.assign(bytes, 0xAB);
+    FillInput(dtype, it.in.data(), count, rank, op);
+    return it;
+  }
+};
+
 class AlgorithmRuntimeTest : public ::testing::TestWithParam<AlgorithmConfig> {
 };
 
@@ -365,35 +389,22 @@ TEST_P(AlgorithmRuntimeTest, FusedAndSingleTensorsMatchReference) {
   }
   Runtime rt(RuntimeOptions{MapEnv(env)});
   ASSERT_EQ(rt.knobs().allreduce_algorithm_name(), algorithm);
-  struct Item {
-    DataType dtype;
-    ReduceOp op;
-    std::int64_t count;
-    std::vector<std::uint8_t> in, out;
-    Handle handle;
-  };
-  std::vector<Item> items;
+  std::vector<AllreduceItem> items;
   for (DataType dtype : kDtypes) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
                         ReduceOp::kMax, ReduceOp::kProduct}) {
       for (std::int64_t count : {0, 1, 3, 1009, 70001}) {
-        Item it{dtype, op, count, {}, {}, {}};
-        const std::size_t bytes =
-            static_cast<std::size_t>(count) * DataTypeSize(dtype);
-        it.in.resize(bytes);
-        it.out.assign(bytes, 0xAB);
-        FillInput(dtype, it.in.data(), count, rt.rank(), op);
-        items.push_back(std::move(it));
+        items.push_back(AllreduceItem::Make(dtype, op, count, rt.rank()));
       }
     }
   }
   for (std::size_t i = 0; i < items.size(); ++i) {
-    Item& it = items[i];
+    AllreduceItem& it = items[i];
     const std::int64_t shape[] = {it.count};
     it.handle = rt.Allreduce("alg." + std::to_string(i), it.in.data(),
                              it.out.data(), shape, it.dtype, it.op);
   }
-  for (Item& it : items) {
+  for (AllreduceItem& it : items) {
     const Status s = it.handle.Wait();
     ASSERT_TRUE(s.ok()) << s.ToString();
     SCOPED_TRACE(std::string(DataTypeName(it.dtype)) + " " +
@@ -614,6 +625,108 @@ TEST(HierarchicalAllgatherRuntime, EqualsFlatAllgather) {
     }
   }
 }
+
+// The Gloo engine's hierarchical allreduce through its nodes' shared memory
+// (gloo_hierarchical.h): exact and the same bits on every rank for every
+// dtype and op, odd counts (shards of unequal length, fewer elements than
+// ranks) and counts across pipeline pieces; the segment is mapped exactly
+// where every node has the same number of ranks (> 1) and there is more than
+// one node, its name is gone from /dev/shm while it is mapped, and nothing
+// stays mapped once the runtime is gone.
+using SharedConfig = std::tuple<std::string, std::string>;
+
+class GlooSharedHierarchicalTest
+    : public ::testing::TestWithParam<SharedConfig> {};
+
+// Whether this process maps a node segment of the Gloo engine; every such
+// mapping must already be unlinked.
+bool MapsNodeSegment() {
+  std::ifstream maps("/proc/self/maps");
+  bool mapped = false;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("/dev/shm/hvdtune-") == std::string::npos) continue;
+    mapped = true;
+    EXPECT_NE(line.find("(deleted)"), std::string::npos)
+        << "a mapped node segment still has its name: " << line;
+  }
+  return mapped;
+}
+
+// Node segments this process created whose names were not unlinked.
+int NamedSegmentsOfThisProcess() {
+  const std::string mine = "hvdtune-" + std::to_string(::getpid()) + "-";
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    if (e.path().filename().string().rfind(mine, 0) == 0) ++n;
+  }
+  return n;
+}
+
+TEST_P(GlooSharedHierarchicalTest, ExactOnEveryRankAndSegmentLifetime) {
+  if (TestEngine() != EngineKind::kGloo) {
+    GTEST_SKIP() << "the Gloo engine's hierarchical allreduce: run by the "
+                    "gloo_algorithms_* entries";
+  }
+  const auto [ranks_per_node, chunk] = GetParam();
+  const int rpn = std::stoi(ranks_per_node);
+  {
+    Runtime rt(
+        RuntimeOptions{MapEnv({{"HVDTUNE_ALLREDUCE_ALGORITHM", "hierarchical"},
+                               {"HVDTUNE_RANKS_PER_NODE", ranks_per_node},
+                               {"HVDTUNE_HIERARCHICAL_CHUNK_BYTES", chunk},
+                               {"HVDTUNE_RING_SEGMENT_BYTES", "65536"}})});
+    ASSERT_EQ(rt.knobs().allreduce_algorithm_name(), "hierarchical");
+    const int size = rt.size();
+    const bool shared = rpn > 1 && size % rpn == 0 && size / rpn > 1;
+    std::vector<AllreduceItem> items;
+    const auto add = [&](DataType dtype, ReduceOp op, std::int64_t count) {
+      items.push_back(AllreduceItem::Make(dtype, op, count, rt.rank()));
+    };
+    for (DataType dtype : kDtypes) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
+                          ReduceOp::kMax, ReduceOp::kProduct}) {
+        for (std::int64_t count : {1, 3, 1009}) add(dtype, op, count);
+      }
+    }
+    // Two and a half of the largest pieces (kGlooShmPieceBytes, 4 MiB: a
+    // build without Gloo has no header to name it), and one element past
+    // one.
+    const std::int64_t piece = (4 << 20) / 4;
+    add(DataType::kFloat32, ReduceOp::kSum, piece * 5 / 2 + 3);
+    add(DataType::kFloat32, ReduceOp::kMax, piece + 1);
+    add(DataType::kInt8, ReduceOp::kSum, 4 * piece + 7);
+    // One at a time: each tensor alone reaches the algorithm (out of place),
+    // not only the fusion buffer.
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      AllreduceItem& it = items[i];
+      const std::int64_t shape[] = {it.count};
+      it.handle = rt.Allreduce("shm." + std::to_string(i), it.in.data(),
+                               it.out.data(), shape, it.dtype, it.op);
+      const Status s = it.handle.Wait();
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      SCOPED_TRACE(std::string(DataTypeName(it.dtype)) + " " +
+                   std::string(ReduceOpName(it.op)) + " count " +
+                   std::to_string(it.count));
+      EXPECT_EQ(CountWrong(it.dtype, it.op, size, it.out.data(), it.count), 0);
+      EXPECT_TRUE(SameOnAllRanks(it.out.data(), it.out.size()));
+    }
+    EXPECT_EQ(MapsNodeSegment(), shared)
+        << "ranks per node " << rpn << ", " << size << " ranks";
+    EXPECT_EQ(NamedSegmentsOfThisProcess(), 0);
+  }
+  EXPECT_FALSE(MapsNodeSegment()) << "still mapped after the runtime ended";
+  EXPECT_EQ(NamedSegmentsOfThisProcess(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, GlooSharedHierarchicalTest,
+    ::testing::Combine(::testing::Values("1", "2", "3"),
+                       ::testing::Values("0", "65536", "200000")),
+    [](const ::testing::TestParamInfo<SharedConfig>& info) {
+      return "rpn" + std::get<0>(info.param) + "_chunk" +
+             std::get<1>(info.param);
+    });
 
 // In the emulated two-node run (HVDTUNE_EXPECT_NODES=2) MPI's shared-memory
 // split must see the fake hosts as separate nodes.

@@ -95,8 +95,10 @@ std::array<KnobSpec, kNumKnobs> BuildTable() {
            "ring on point-to-point (segment: ring_segment_bytes; "
            "on Gloo, Gloo's ring); hierarchical = across nodes through each "
            "node (MPI: reduce-scatter inside each node, allreduce across "
-           "nodes, allgather inside each node; Gloo: reduce to each node's "
-           "leader, ring among the leaders, broadcast inside each node); "
+           "nodes, allgather inside each node; Gloo: the same through each "
+           "node's shared memory, a ring per local rank across nodes, where "
+           "nodes are even, else reduce to each node's leader, ring among "
+           "the leaders, broadcast inside each node); "
            "ring_chunked and halving_doubling = Gloo's algorithms of those "
            "names. HOROVOD_HIERARCHICAL_ALLREDUCE=1 pins it to hierarchical, "
            "=0 to native.",
@@ -182,8 +184,10 @@ std::array<KnobSpec, kNumKnobs> BuildTable() {
            "Pipeline piece of the hierarchical allreduce: while one piece "
            "crosses the network between nodes, the next is reduce-scattered "
            "and the previous allgathered inside the node; 0 = one piece (the "
-           "three phases one after another). Not tuned: on the emulated "
-           "cluster of docs/benchmarks.md it measured no faster than 0."},
+           "three phases one after another; on Gloo's shared-memory path, "
+           "pieces of 4 MiB, this when smaller, 64 KiB at least). Not "
+           "tuned: on the emulated cluster of docs/benchmarks.md it measured "
+           "no faster than 0."},
       {.id = KnobId::kCycleThreadBoost,
        .name = "cycle_thread_boost",
        .env = "HVDTUNE_CYCLE_THREAD_BOOST",

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "api/algorithms/names.h"
+#include "core/engine/gloo/gloo_hierarchical.h"
 #include "core/engine/gloo/gloo_reduce.h"
 
 namespace hvdtune::internal {
@@ -88,38 +89,6 @@ class Classic final : public EngineAllreduce {
   std::string_view name_;
 };
 
-class Hierarchical final : public EngineAllreduce {
- public:
-  Hierarchical(GlooBackend& world, GlooBackend& local, GlooBackend& cross)
-      : world_(world), local_(local), cross_(cross) {}
-  std::string_view name() const override { return "hierarchical"; }
-  Status Run(const KnobSettings& knobs, const void* in, void* out,
-             std::int64_t count, DataType dtype, ReduceOp op) override {
-    const World& w = world_.groups().world();
-    const std::int64_t segment = knobs.ring_segment_bytes();
-    // One node, or one rank per node: nothing to gain over the flat ring
-    // (a condition every rank evaluates alike: nodes may differ in size).
-    const int nodes = world_.groups().nodes();
-    if (nodes == 1 || nodes == w.size) {
-      return world_.RingAllreduce(in, out, count, dtype, op, segment);
-    }
-    Status s = local_.Reduce(in, out, count, dtype, op, 0);
-    if (s.ok() && w.local_rank == 0) {
-      s = cross_.RingAllreduce(out, out, count, dtype, op, segment);
-    }
-    // A leader that failed still leaves its node's broadcast to fail on
-    // its own (its peers' waits time out or see it gone).
-    if (!s.ok()) return s;
-    return local_.Broadcast(
-        out, count * static_cast<std::int64_t>(DataTypeSize(dtype)), 0);
-  }
-
- private:
-  GlooBackend& world_;
-  GlooBackend& local_;
-  GlooBackend& cross_;
-};
-
 }  // namespace
 
 std::vector<std::unique_ptr<EngineAllreduce>> MakeGlooAllreduceAlgorithms(
@@ -138,7 +107,7 @@ std::vector<std::unique_ptr<EngineAllreduce>> MakeGlooAllreduceAlgorithms(
                                                                     name);
     }
     if (name == "hierarchical") {
-      a = std::make_unique<Hierarchical>(world, local, cross);
+      a = std::make_unique<GlooHierarchical>(world, local, cross);
     }
     all.push_back(std::move(a));
   }

@@ -2,9 +2,9 @@
 // knob on this engine (names.h says which engine serves which): native =
 // Gloo's own choice; ring = Gloo's pipelined ring, segments of
 // ring_segment_bytes; ring_chunked and halving_doubling = Gloo's algorithms
-// of those names; hierarchical = the runtime's own over the node groups
-// (reduce to each node's leader, ring among the leaders, broadcast inside
-// each node). Thin adapters: Gloo does the work.
+// of those names: thin adapters, Gloo does the work; hierarchical = the
+// runtime's own over the node groups (gloo_hierarchical.h: shared memory
+// inside each node, a ring per local rank across nodes).
 #pragma once
 
 #include <memory>
