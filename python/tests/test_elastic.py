@@ -269,7 +269,12 @@ def test_rank_that_never_arrives(tmp_path):
     rc, _, text = job.finish()
     assert rc == 0, text[-4000:]
     check_finished_on(text, 2)
-    assert "HANG_START" in text, text[-4000:]
+    hung = [int(p) for p in re.findall(r"HANG_START t=\S+ host=\S+ pid=(\d+)",
+                                       text)]
+    assert hung, text[-4000:]
+    for pid in hung:  # stopped by the launcher
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
     assert re.search(r"elastic: rank \d \(w\d+ on 127\.0\.0\.1\) did not "
                      r"reach world 1 within the start timeout \(5 s\)",
                      text), text[-4000:]
