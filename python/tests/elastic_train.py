@@ -4,6 +4,7 @@
 Every rank trains a small MLP on data that depends only on (step, rank),
 commits every --commit-every steps, and prints what the tests read:
   START pid=P host=H rank=R size=N
+  FAIL_START / HANG_START t=T host=H  (--fail-on-host / --hang-on-host)
   STEP s rank=R size=N
   RESET t=T size=N world=V last_step=L last_commit=C restored=R
                                         (after each reset, before the sync:
@@ -41,11 +42,20 @@ def main():
     parser.add_argument("--fail-on-host", default=None,
                         help="ranks started on this host exit 1 before "
                         "hvd.init() (a rank lost while its world forms)")
+    parser.add_argument("--hang-on-host", default=None,
+                        help="ranks started on this host hang before "
+                        "hvd.init() without exiting (a rank that never "
+                        "reaches its world)")
     args = parser.parse_args()
     if os.environ.get("HOROVOD_HOSTNAME") == args.fail_on_host:
         print("FAIL_START t=%.6f host=%s" % (time.time(), args.fail_on_host),
               flush=True)
         sys.exit(1)
+    if os.environ.get("HOROVOD_HOSTNAME") == args.hang_on_host:
+        print("HANG_START t=%.6f host=%s pid=%d" %
+              (time.time(), args.hang_on_host, os.getpid()), flush=True)
+        while True:
+            time.sleep(60)
 
     hvd.init()
     host = os.environ.get("HOROVOD_HOSTNAME", "?")

@@ -5,6 +5,8 @@
 - both ranks of one host killed mid-run: the job finishes on the other
   host's 2 ranks, exit 0, parameters identical on every rank;
 - a host added to the discovery output mid-run: the job finishes on 4;
+- an added host whose new ranks hang before hvd.init(): blacklisted after
+  the start timeout, the others continue on 2;
 - the world dropping below --min-np: the launcher waits
   HOROVOD_ELASTIC_TIMEOUT and ends the job with the error that says so;
 - autotuning follows the world: a new world size tunes, one seen before
@@ -244,6 +246,51 @@ def test_rank_lost_while_world_forms(tmp_path):
           "exit to the first step of the next world "
           "(HOROVOD_GLOO_TIMEOUT_SECONDS=%d)" % (seconds, timeout))
     assert seconds < 10, seconds
+
+
+@needs_cli
+def test_rank_that_never_arrives(tmp_path):
+    # 127.0.0.1 is added, and its new ranks hang before hvd.init() without
+    # exiting. The survivors wait for them only up to the start timeout:
+    # then the host is blacklisted, its ranks stopped, and the world forms
+    # from the ranks that arrived (not after HOROVOD_ELASTIC_TIMEOUT, 600 s
+    # by default, nor the Gloo timeout).
+    start_timeout = 5
+    job = Job(tmp_path, ["localhost:2"],
+              ["-np", "2", "--min-np", "2", "--max-np", "4"], steps=150,
+              env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "30",
+                   "HOROVOD_START_TIMEOUT": str(start_timeout)},
+              extra=["--hang-on-host", "127.0.0.1"])
+    job.wait_for(r"STEP 10 ")
+    added_at = time.time()
+    job.set_hosts(["localhost:2", "127.0.0.1:2"])
+    # finish() within 240 s: the hung ranks were stopped (the launcher
+    # ends only once every process it started has).
+    rc, _, text = job.finish()
+    assert rc == 0, text[-4000:]
+    check_finished_on(text, 2)
+    hung = [int(p) for p in re.findall(r"HANG_START t=\S+ host=\S+ pid=(\d+)",
+                                       text)]
+    assert hung, text[-4000:]
+    for pid in hung:  # stopped by the launcher
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert re.search(r"elastic: rank \d \(w\d+ on 127\.0\.0\.1\) did not "
+                     r"reach world 1 within the start timeout \(5 s\)",
+                     text), text[-4000:]
+    assert re.search(r"elastic: host 127\.0\.0\.1 blacklisted \(rank \d "
+                     r"\(w\d+ on 127\.0\.0\.1\) did not reach world 1",
+                     text), text[-4000:]
+    assert re.search(r"world 1 did not form \(rank \d was lost before it "
+                     r"connected", text), text[-4000:]
+    assert re.search(r"elastic: world 2: 2 ranks on localhost:2 ", text)
+    seconds = first_step_after(text, added_at, 2) - added_at
+    print("\nelastic: a new rank that never arrived: %.2f s from its host's "
+          "appearance to the first step of the next world "
+          "(HOROVOD_START_TIMEOUT=%d)" % (seconds, start_timeout))
+    # Discovery (1 s), the next commit, the new ranks' start, the start
+    # timeout, the reset: well under the Gloo timeout + 5 s.
+    assert seconds < start_timeout + 15, seconds
 
 
 @needs_cli

@@ -29,7 +29,7 @@ struct RunOptions {
 int RunLaunch(const RunOptions& opt) {
   const ElasticOptions& e = opt.elastic;
   if (!e.discovery_script.empty() || e.min_np || e.max_np || e.reset_limit ||
-      !e.cooldown_range.empty()) {
+      !e.cooldown_range.empty() || e.start_timeout) {
     return RunElasticLaunch(opt.launch, e, opt.dry_run, opt.verbose);
   }
   if (opt.launch.gloo) {
@@ -189,6 +189,10 @@ Command AddRunCommand(CLI::App& app) {
                   "after MIN s, doubling per failure up to MAX (default: "
                   "never)")
       ->expected(2);
+  sub->add_option("--start-timeout", e.start_timeout,
+                  "elastic: seconds a world's ranks have to reach it (a new "
+                  "rank: its hvd.init()); a host with a rank not there by "
+                  "then fails (default HOROVOD_START_TIMEOUT, else 30)");
   sub->add_flag("--dry-run", opt->dry_run,
                 "print the mpirun command instead of running it");
   sub->add_flag("--verbose", opt->verbose,

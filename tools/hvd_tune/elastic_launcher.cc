@@ -54,6 +54,12 @@ class Driver {
       elastic_timeout_ = ParseFloatSetting("HOROVOD_ELASTIC_TIMEOUT", t, 0.0,
                                            1e7, /*min_exclusive=*/false);
     }
+    if (e.start_timeout) {
+      start_timeout_ = *e.start_timeout;
+    } else if (const char* t = std::getenv("HOROVOD_START_TIMEOUT"); t && *t) {
+      start_timeout_ = ParseFloatSetting("HOROVOD_START_TIMEOUT", t, 0.0, 1e6,
+                                         /*min_exclusive=*/true);
+    }
     if (const char* t = std::getenv(kHeartbeatVar); t && *t) {
       heartbeat_timeout_ = ParseFloatSetting(kHeartbeatVar, t, 0.0, 1e6,
                                              /*min_exclusive=*/false);
@@ -177,6 +183,8 @@ class Driver {
     }
     world_size_ = static_cast<int>(members.size());
     notified_ = false;
+    arrivals_pending_ = true;
+    arrival_deadline_ = Clock::now() + Secs(start_timeout_);
     phase_ = Phase::kRunning;
   }
 
@@ -290,6 +298,42 @@ class Driver {
     phase_deadline_ = Clock::now() + Secs(gloo_timeout_ + 5);
   }
 
+  // Until every rank of the newest world has reached it (its ranks connect
+  // only then): a rank not there within the start timeout (hung in its
+  // imports, or its host slow to start it) fails its host, and the ranks
+  // that arrived leave for the next world. True when it started a reset.
+  bool CheckArrivals() {
+    if (!arrivals_pending_) return false;
+    std::vector<const Worker*> missing;
+    for (const auto& [pid, w] : workers_) {
+      if (w.rank < 0 || w.retired) continue;
+      if (!server_->TryGet(fmt::format("elastic/arrived/{}/{}", version_, w.id))
+               .has_value()) {
+        missing.push_back(&w);
+      }
+    }
+    if (missing.empty()) {
+      arrivals_pending_ = false;
+      return false;
+    }
+    if (Clock::now() < arrival_deadline_) return false;
+    arrivals_pending_ = false;
+    failure_at_ = arrival_deadline_;
+    std::string first_how;
+    for (const Worker* w : missing) {
+      if (w->retired) continue;  // its host failed with an earlier one
+      const std::string how = fmt::format(
+          "rank {} ({} on {}) did not reach world {} within the start "
+          "timeout ({:.0f} s)",
+          w->rank, w->id, w->host, version_, start_timeout_);
+      ElasticLog(how + "; stopped");
+      if (first_how.empty()) first_how = how;
+      HostFailed(w->host, how, "stopped: it did not reach its world");
+    }
+    StartReset(ResetCause::kRankLost, "failure: " + first_how);
+    return true;
+  }
+
   bool Ready(const Worker& w) const {
     return server_->TryGet(fmt::format("elastic/ready/{}/{}", version_, w.id))
         .has_value();
@@ -307,6 +351,7 @@ class Driver {
         break;
       }
       case Phase::kRunning: {
+        if (CheckArrivals()) return;
         for (const auto& [pid, w] : workers_) {
           if (w.rank >= 0 && !w.retired && Ready(w)) {
             if (notified_) {
@@ -446,6 +491,7 @@ class Driver {
   double gloo_timeout_ = 30;
   double elastic_timeout_ = 600;
   double heartbeat_timeout_ = 10;
+  double start_timeout_ = 30;
   std::string rendezvous_addr_, iface_, agent_ = "ssh";
   std::unique_ptr<RendezvousServer> server_;
   std::map<pid_t, Worker> workers_;
@@ -459,6 +505,8 @@ class Driver {
   bool waiting_logged_ = false;
   Phase phase_ = Phase::kStarting;
   Clock::time_point phase_deadline_;
+  bool arrivals_pending_ = false;
+  Clock::time_point arrival_deadline_;
   ResetCause reset_cause_ = ResetCause::kRankLost;
   std::string reset_why_;
   std::optional<Clock::time_point> failure_at_;
@@ -471,8 +519,8 @@ int RunElasticLaunch(const LaunchOptions& opt, const ElasticOptions& elastic,
                      bool dry_run, bool verbose) {
   if (elastic.discovery_script.empty()) {
     throw UsageError(
-        "--min-np, --max-np, --reset-limit and --blacklist-cooldown-range "
-        "need --host-discovery-script (elastic mode)");
+        "--min-np, --max-np, --reset-limit, --blacklist-cooldown-range and "
+        "--start-timeout need --host-discovery-script (elastic mode)");
   }
   if (!opt.hosts.empty()) {
     throw UsageError(

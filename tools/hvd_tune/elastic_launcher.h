@@ -16,7 +16,9 @@
 //                                 <cross_size> <host>"; or "abort <why>"
 //                                 when the job ends
 //   elastic/arrived/<v>/<id>      set by worker <id> when it reached world
-//                                 v; the ranks connect once all arrived
+//                                 v; the ranks connect once all arrived (a
+//                                 worker not arrived within the start
+//                                 timeout fails its host)
 //   elastic/ready/<v>/<id>        set by worker <id> once it left world v
 //                                 (after a failure or a hosts update)
 //   elastic/alive/<id>            worker <id>'s heartbeat, a count it
@@ -52,6 +54,10 @@ struct ElasticOptions {
   /// cooldown of a seconds, doubling with every failure up to b; empty:
   /// it never comes back.
   std::vector<double> cooldown_range;
+  /// --start-timeout (else HOROVOD_START_TIMEOUT, else 30): seconds a
+  /// world's ranks have to reach it (a new rank: its script's hvd.init());
+  /// a host with a rank not there by then fails.
+  std::optional<double> start_timeout;
 };
 
 /// Runs the elastic job; kExitOk when the final world's ranks all exit 0.

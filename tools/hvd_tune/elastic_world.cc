@@ -51,6 +51,9 @@ std::pair<int, int> CheckElasticOptions(int np, const ElasticOptions& e) {
   if (e.reset_limit && *e.reset_limit < 0) {
     throw UsageError("--reset-limit: must be >= 0");
   }
+  if (e.start_timeout && !(*e.start_timeout > 0)) {
+    throw UsageError("--start-timeout: must be > 0 seconds");
+  }
   return {min_np, max_np};
 }
 

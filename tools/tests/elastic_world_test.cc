@@ -120,6 +120,11 @@ TEST(ElasticWorld, ChecksTheFlags) {
   e.cooldown_range = {1, 5};
   e.slots = 0;
   EXPECT_THROW(CheckElasticOptions(4, e), UsageError);
+  e.slots = 1;
+  e.start_timeout = 0;
+  EXPECT_THROW(CheckElasticOptions(4, e), UsageError);
+  e.start_timeout = 3;
+  EXPECT_EQ(CheckElasticOptions(4, e), std::make_pair(2, 8));
 }
 
 }  // namespace
