@@ -221,13 +221,23 @@ std::unique_ptr<PyHandle> MakeHandle(std::shared_ptr<Pending> pending) {
 // ---------------------------------------------------------------------------
 // Module functions.
 
+// Destroys the runtime without the GIL: its teardown (the engine's
+// connections to peers that may be gone) can take up to the engine's
+// timeout, and the Python threads of the process (the elastic heartbeat
+// among them) must run meanwhile. The runtime holds no Python object.
+void DropRuntime(State& s) {
+  std::shared_ptr<Runtime> old = std::move(s.runtime);
+  py::gil_scoped_release release;
+  old.reset();
+}
+
 void Init(bool tune_num_groups) {
   State& s = GetState();
   // Initialised until this rank shuts down, as in Horovod: a peer that shut
   // down and exited stops the runtime but does not uninitialise this rank,
   // and building a new Runtime (collective) would wait for it forever.
   if (s.runtime && !s.runtime->shut_down()) return;
-  s.runtime.reset();
+  DropRuntime(s);
   RuntimeOptions options;
   options.tune_num_groups = tune_num_groups;
   try {
@@ -303,7 +313,7 @@ void Shutdown() {
       py::gil_scoped_release release;
       s.runtime->Shutdown();
     }
-    s.runtime.reset();
+    DropRuntime(s);
   }
   // Every pending handle failed with kAborted: nothing uses the buffers.
   PruneOrphans();
