@@ -15,6 +15,12 @@ With --cluster the jobs run on the emulated cluster (tools/cluster.sh up
 NODES RANKS_PER_NODE --link PRESET first; HVDTUNE_CLUSTER names it), all
 its ranks, gloo's rendezvous on node 0's address inside the cluster.
 
+With --launcher torchrun the DDP jobs (both backends) are started by
+torchrun instead of mpirun: one agent per node (on the cluster, each inside
+its node's namespace, all meeting at node 0's address), so DDP on hvdtune
+runs the runtime on the Gloo engine, as a DDP job started by torchrun
+does. The Horovod-API configurations need mpirun (--no-horovod-api).
+
 Every configuration runs once per round, rounds rotate the order, and the
 table reports each configuration's median img/s (all ranks together: ranks
 x batch x steps / the slowest rank's seconds). Each job warms up, then (the
@@ -66,9 +72,14 @@ def ddp_setup(args, model):
         import hvdtune
         import hvdtune.torch  # noqa: F401  registers the backend
         backend = "hvdtune"
-    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
-    size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
-    dist.init_process_group(backend, rank=rank, world_size=size)
+    if "OMPI_COMM_WORLD_RANK" in os.environ:
+        rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+        size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+        dist.init_process_group(backend, rank=rank, world_size=size)
+    else:
+        # torchrun: rank, world size and store from its environment.
+        dist.init_process_group(backend)
+        rank, size = dist.get_rank(), dist.get_world_size()
     net = torch.nn.parallel.DistributedDataParallel(
         model, bucket_cap_mb=args.bucket_cap_mb,
         gradient_as_bucket_view=args.bucket_view,
@@ -174,6 +185,10 @@ def worker(args):
     }
     if args.mode == "ddp-hvdtune":
         import hvdtune
+        # The backend starts the runtime on the Gloo engine where no MPI
+        # launcher started the job (torchrun).
+        result["engine"] = ("gloo" if os.environ.get("HOROVOD_GLOO") == "1"
+                            else "mpi")
         status = hvdtune.autotune_status()
         result["autotune_phase"] = status["phase"]
         result["autotune_samples"] = status["samples"]
@@ -216,6 +231,11 @@ def free_port():
         return s.getsockname()[1]
 
 
+# In a configuration's environment: the launcher of that configuration's
+# jobs, where it is not --launcher's (never passed on to the job).
+LAUNCHER_KEY = "PEER_TRAIN_LAUNCHER"
+
+
 def autotune_env(samples):
     return {
         "HOROVOD_AUTOTUNE": "1",
@@ -233,7 +253,8 @@ def ddp_label(mb, view, static):
 
 
 def configurations(bucket_sizes, tune_samples, ddp_flags, ddp_hvdtune=False,
-                   horovod_api=True, zero=False):
+                   horovod_api=True, zero=False, hvdtune_bucket_sizes=(25,),
+                   hvdtune_launchers=(None,)):
     """(label, mode, DDP options or None, env) of every configuration. DDP
     options: (bucket MB, gradient_as_bucket_view, static_graph, ZeRO)."""
     configs = []
@@ -246,7 +267,8 @@ def configurations(bucket_sizes, tune_samples, ddp_flags, ddp_hvdtune=False,
             configs.append((ddp_label(mb, view, static), "ddp",
                             (mb, view, static, False), {}))
     if ddp_hvdtune:
-        configs += ddp_hvdtune_configurations(tune_samples)
+        configs += ddp_hvdtune_configurations(
+            tune_samples, hvdtune_bucket_sizes, hvdtune_launchers)
     if zero:
         configs += [("zero gloo", "ddp", (25, False, False, True), {}),
                     ("zero hvdtune", "ddp-hvdtune", (25, False, False, True),
@@ -254,17 +276,31 @@ def configurations(bucket_sizes, tune_samples, ddp_flags, ddp_hvdtune=False,
     return configs
 
 
-def ddp_hvdtune_configurations(tune_samples):
-    """--ddp-hvdtune: DDP on the hvdtune backend (DDP's default bucket) at
-    the default knobs and autotuned."""
-    return [("ddp-hvdtune default", "ddp-hvdtune", (25, False, False, False),
-             {}),
-            ("ddp-hvdtune autotuned", "ddp-hvdtune",
-             (25, False, False, False), autotune_env(tune_samples))]
+def ddp_hvdtune_configurations(tune_samples, bucket_sizes=(25,),
+                               launchers=(None,)):
+    """--ddp-hvdtune: DDP on the hvdtune backend at the default knobs and
+    autotuned, at each of `bucket_sizes` (MB; DDP's default 25 unless
+    --hvdtune-bucket-sizes says otherwise), started by each of `launchers`
+    (None: --launcher's)."""
+    configs = []
+    for launcher in launchers:
+        for mb in bucket_sizes:
+            suffix = "" if mb == 25 else ", bucket %g MB" % mb
+            env = {}
+            if launcher:
+                suffix += " (%s)" % launcher
+                env[LAUNCHER_KEY] = launcher
+            configs += [("ddp-hvdtune default" + suffix, "ddp-hvdtune",
+                         (mb, False, False, False), env),
+                        ("ddp-hvdtune autotuned" + suffix, "ddp-hvdtune",
+                         (mb, False, False, False),
+                         dict(env, **autotune_env(tune_samples)))]
+    return configs
 
 
 def cluster_status():
-    """(ranks, node 0's address) of the emulated cluster that is up."""
+    """(nodes, ranks per node, node 0's address) of the emulated cluster
+    that is up."""
     out = subprocess.run([os.path.join(SOURCE, "tools", "cluster.sh"),
                           "status"], capture_output=True, text=True)
     if out.returncode != 0:
@@ -283,12 +319,72 @@ def cluster_status():
     if not nodes or not addr:
         sys.exit("peer_train: cannot read the cluster's layout from: "
                  + out.stdout)
-    return nodes * per_node, addr
+    return nodes, per_node, addr
+
+
+def torchrun_agents(args, ranks, script_args, env):
+    """The commands of one torchrun job: one agent per node (on the
+    cluster, each in its node's namespace), all meeting at node 0."""
+    nodes, per_node, addr = 1, ranks, "127.0.0.1"
+    if args.cluster:
+        nodes, per_node, addr = cluster_status()
+    # Inside a node's namespace no other job listens, but a port of an
+    # earlier job may still be in TIME_WAIT: a fresh one per job.
+    port = free_port() if not args.cluster else 20000 + (
+        os.getpid() * 7919 + int(time.time() * 1000)) % 40000
+    env["MASTER_ADDR"], env["MASTER_PORT"] = addr, str(port)
+    agents = []
+    for node in range(nodes):
+        prefix = []
+        if args.cluster:
+            prefix = [os.path.join(SOURCE, "tools", "cluster.sh"), "exec",
+                      "--node", str(node)]
+        # torch 1.13 on Python 3.11 cannot parse torchrun's default
+        # --redirects/--tee of 0 (python/tests/torchrun.py).
+        agents.append(prefix + [
+            sys.executable, "-m", "torch.distributed.run", "--nnodes",
+            str(nodes), "--node_rank", str(node), "--nproc_per_node",
+            str(per_node), "--master_addr", addr, "--master_port", str(port),
+            "--redirects", "2", "--tee", "2"] + script_args)
+    return agents
+
+
+def run_agents(agents, env, timeout):
+    """Runs the agents of one job together; (stdout of node 0's agent,
+    stderr of all, the first failing exit status or 0)."""
+    import tempfile
+    procs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, cmd in enumerate(agents):
+            out = open(os.path.join(tmp, "out%d" % i), "w+")
+            err = open(os.path.join(tmp, "err%d" % i), "w+")
+            procs.append((subprocess.Popen(cmd, stdout=out, stderr=err,
+                                           env=env, start_new_session=True),
+                          out, err))
+        deadline = time.monotonic() + timeout
+        try:
+            for proc, _, _ in procs:
+                proc.wait(timeout=max(1, deadline - time.monotonic()))
+        finally:
+            for proc, _, _ in procs:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, 9)
+                    proc.wait()
+        texts = []
+        for _, out, err in procs:
+            out.seek(0)
+            err.seek(0)
+            texts.append((out.read(), err.read()))
+            out.close()
+            err.close()
+    rc = next((p.returncode for p, _, _ in procs if p.returncode), 0)
+    return texts[0][0], "".join(e for _, e in texts), rc
 
 
 def run_one(args, ranks, mode, ddp, extra_env):
     env = dict(os.environ)
     env.update(extra_env)
+    launcher = env.pop(LAUNCHER_KEY, args.launcher)
     env["OMP_NUM_THREADS"] = "1"
     env["MASTER_ADDR"] = "127.0.0.1"
     env["MASTER_PORT"] = str(free_port())
@@ -296,7 +392,8 @@ def run_one(args, ranks, mode, ddp, extra_env):
     env["PYTHONPATH"] = build_python + os.pathsep + env.get("PYTHONPATH", "")
     launch = [os.path.join(SOURCE, "tools", "mpirun.sh"), "-np", str(ranks)]
     if args.cluster:
-        ranks, env["MASTER_ADDR"] = cluster_status()
+        nodes, per_node, env["MASTER_ADDR"] = cluster_status()
+        ranks = nodes * per_node
         # Every node has eth0 on the cluster's subnet; forward what the
         # workers need (cluster.sh forwards HOROVOD_*/HVDTUNE_* itself).
         env["GLOO_SOCKET_IFNAME"] = "eth0"
@@ -305,8 +402,8 @@ def run_one(args, ranks, mode, ddp, extra_env):
                                 "GLOO_SOCKET_IFNAME", "PYTHONPATH",
                                 "OMP_NUM_THREADS"))
         launch = [os.path.join(SOURCE, "tools", "cluster.sh"), "run"]
-    cmd = launch + [
-        sys.executable, os.path.abspath(__file__), "--worker", "--mode", mode,
+    script = [
+        os.path.abspath(__file__), "--worker", "--mode", mode,
         "--bucket-cap-mb", str(ddp[0] if ddp else 25), "--model", args.model,
         "--image-size", str(args.image_size), "--batch-size",
         str(args.batch_size), "--num-classes", str(args.num_classes),
@@ -315,13 +412,20 @@ def run_one(args, ranks, mode, ddp, extra_env):
     ] + (["--bucket-view"] if ddp and ddp[1] else []) + (
         ["--static-graph"] if ddp and ddp[2] else []) + (
             ["--zero"] if ddp and ddp[3] else [])
-    job = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                         timeout=args.timeout)
-    for line in job.stdout.splitlines():
+    if launcher == "torchrun" and mode != "hvdtune":
+        agents = torchrun_agents(args, ranks, script, env)
+        cmd = agents[0]
+        stdout, stderr, _ = run_agents(agents, env, args.timeout)
+    else:
+        cmd = launch + [sys.executable] + script
+        job = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                             timeout=args.timeout)
+        stdout, stderr = job.stdout, job.stderr
+    for line in stdout.splitlines():
         if line.startswith("PEER_RESULT "):
             return json.loads(line[len("PEER_RESULT "):])
     raise RuntimeError("job failed (%s): %s\n%s" %
-                       (" ".join(cmd), job.stdout[-2000:], job.stderr[-4000:]))
+                       (" ".join(cmd), stdout[-2000:], stderr[-4000:]))
 
 
 def failed_run(label, error):
@@ -331,7 +435,8 @@ def failed_run(label, error):
 
 
 def driver(args):
-    ranks_list = ([cluster_status()[0]] if args.cluster else
+    layout = cluster_status() if args.cluster else None
+    ranks_list = ([layout[0] * layout[1]] if args.cluster else
                   [int(r) for r in args.ranks.split(",")])
     buckets = [float(b) for b in args.bucket_sizes.split(",")]
     flags = [(False, False)]
@@ -339,8 +444,11 @@ def driver(args):
         flags = [(False, False), (True, False)]
     elif args.ddp_flags:
         flags = [(False, False), (True, False), (False, True), (True, True)]
-    configs = configurations(buckets, args.tune_samples, flags,
-                             args.ddp_hvdtune, args.horovod_api, args.zero)
+    configs = configurations(
+        buckets, args.tune_samples, flags, args.ddp_hvdtune, args.horovod_api,
+        args.zero, [float(b) for b in args.hvdtune_bucket_sizes.split(",")],
+        args.hvdtune_launchers.split(",") if args.hvdtune_launchers else
+        [None])
     results = {}
     for ranks in ranks_list:
         for rnd in range(args.rounds):
@@ -355,8 +463,9 @@ def driver(args):
                     results.setdefault((ranks, label), []).append(r)
                     continue
                 results.setdefault((ranks, label), []).append(r)
-                print("# %d ranks, round %d, %-40s %8.1f img/s%s" %
+                print("# %d ranks, round %d, %-40s %8.1f img/s%s%s" %
                       (ranks, rnd + 1, label, r["img_per_sec"],
+                       " (%s engine)" % r["engine"] if "engine" in r else "",
                        "  (tuned %d steps in %.1f s, %.1f img/s with them, "
                        "%s)" % (r["tuning_steps"], r["tuning_seconds"],
                                 r["img_per_sec_with_tuning"],
@@ -393,7 +502,7 @@ def driver(args):
             print("| %s | %s | %.1f | %.2fx | %.2fx |" %
                   (label, cells, med, med / meds[base_label],
                    med / ddp[best_label]))
-        for label in ("hvdtune autotuned", "ddp-hvdtune autotuned"):
+        for label in [c[0] for c in configs if "autotuned" in c[0]]:
             tuned = [r for r in results.get((ranks, label), [])
                      if not r.get("failed")]
             if not tuned:
@@ -432,6 +541,13 @@ def main():
                    help="also DDP on hvdtune's torch.distributed backend "
                    "(default knobs and autotuned)")
     p.add_argument("--bucket-cap-mb", type=float, default=25)
+    p.add_argument("--hvdtune-bucket-sizes", default="25",
+                   help="--ddp-hvdtune: DDP bucket_cap_mb values of the "
+                   "hvdtune backend's configurations (25 is DDP's default)")
+    p.add_argument("--hvdtune-launchers", default="",
+                   help="--ddp-hvdtune: its configurations once per launcher "
+                   "of this list (mpirun,torchrun; labelled with it), the "
+                   "others by --launcher")
     p.add_argument("--bucket-view", action="store_true",
                    help="worker: DDP's gradient_as_bucket_view=True")
     p.add_argument("--static-graph", action="store_true",
@@ -457,6 +573,11 @@ def main():
     p.add_argument("--cluster", action="store_true",
                    help="run on the emulated cluster that is up (all its "
                    "ranks; --ranks is ignored)")
+    p.add_argument("--launcher", choices=["mpirun", "torchrun"],
+                   default="mpirun",
+                   help="what starts the DDP jobs (both backends): mpirun "
+                   "(DDP on hvdtune then runs the MPI engine) or torchrun "
+                   "(the Gloo engine)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--bucket-sizes", default="1,5,25,100",
                    help="DDP bucket_cap_mb values (25 is DDP's default)")
@@ -469,6 +590,13 @@ def main():
     if args.worker:
         worker(args)
         return 0
+    if args.launcher == "torchrun" and args.horovod_api:
+        p.error("--launcher torchrun runs the DDP configurations only: add "
+                "--no-horovod-api (hvdtune.torch's jobs need mpirun)")
+    for launcher in filter(None, args.hvdtune_launchers.split(",")):
+        if launcher not in ("mpirun", "torchrun"):
+            p.error("--hvdtune-launchers: unknown launcher %r (mpirun, "
+                    "torchrun)" % launcher)
     if "25" not in [("%g" % float(b)) for b in args.bucket_sizes.split(",")]:
         p.error("--bucket-sizes must include 25 (DDP's default)")
     return driver(args)

@@ -216,14 +216,16 @@ def mpi_job(tmp_path, script, env=None, timeout=90):
 
 def test_ranks_other_than_mpis_are_refused(tmp_path):
     job = mpi_job(tmp_path, """
-        import os, torch.distributed as dist, hvdtune, hvdtune.torch
+        import os, sys, torch.distributed as dist, hvdtune, hvdtune.torch
         from hvdtune.torch.distributed import mpi_init_method
         url = mpi_init_method()
         try:
             dist.init_process_group("hvdtune", init_method=url,
                                     rank=1 - hvdtune.rank(), world_size=2)
         except RuntimeError as e:
-            print("refused:", e)
+            # One write, on a line of its own: the ranks share one stdout.
+            sys.stdout.write("\\nrefused: %s\\n" % e)
+            sys.stdout.flush()
     """)
     assert job.returncode == 0, job.stderr
     assert job.stdout.count("refused: hvdtune backend: torch.distributed "
