@@ -197,6 +197,8 @@ struct ScaleOptions {
   int jobs = 1;
   bool json = false;
   std::vector<std::string> scenarios, optimizers;
+  /// GP model options of hvdtune's runs (hs::ModelOptionNames()).
+  std::vector<std::string> model;
   std::string svg;
 };
 
@@ -278,7 +280,10 @@ int RunScale(const ScaleOptions& o, const std::string& shapes) {
   const std::vector<std::string> optimizers =
       o.optimizers.empty() ? hs::OptimizerNames() : o.optimizers;
   std::vector<hs::Problem> problems;
-  for (const auto& s : scenarios) problems.emplace_back(s, shapes);
+  for (const auto& s : scenarios) {
+    problems.emplace_back(s, shapes);
+    problems.back().set_model_options(o.model);
+  }
   // Tasks: (problem, optimizer, seed) -> incumbents; the optimum per problem.
   struct Task {
     std::size_t problem, optimizer;
@@ -511,6 +516,10 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--optimizers", o.optimizers, "only these optimizers")
       ->delimiter(',');
+  app.add_option("--model", o.model,
+                 "hvdtune's GP with these options: effects, scales, log "
+                 "(docs/simulator.md)")
+      ->delimiter(',');
   app.add_option("--svg", o.svg, "write the regret plot here");
   app.add_option("--shapes-dir", shapes, "model shape files");
   app.add_flag("--json", o.json, "JSON rows");
@@ -525,6 +534,13 @@ int main(int argc, char** argv) {
         throw hvdtune::bench::UsageError("--optimizers: unknown optimizer '" +
                                          name + "'");
     }
+    try {
+      hs::ApplyModelOptions(o.model, nullptr);
+    } catch (const std::invalid_argument& e) {
+      throw hvdtune::bench::UsageError(std::string("--model: ") + e.what());
+    }
+    if (transfer && !o.model.empty())
+      throw hvdtune::bench::UsageError("--model: not with --transfer");
     if (transfer) return RunTransfer(o, shapes);
     return RunScale(o, shapes);
   } catch (const hvdtune::bench::UsageError& e) {

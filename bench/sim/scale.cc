@@ -54,6 +54,34 @@ Problem::Problem(const Scenario& s, const std::string& shapes_dir)
   impl_ = std::move(impl);
 }
 
+void Problem::set_model_options(std::vector<std::string> options) {
+  ApplyModelOptions(options, nullptr);  // checks the names
+  model_options_ = std::move(options);
+}
+
+const std::vector<std::string>& ModelOptionNames() {
+  static const std::vector<std::string> kNames = {"effects", "scales", "log"};
+  return kNames;
+}
+
+void ApplyModelOptions(const std::vector<std::string>& options,
+                       tuner::GpSettings* gp) {
+  tuner::GpSettings ignored;
+  if (!gp) gp = &ignored;
+  for (const std::string& o : options) {
+    if (o == "effects") {
+      gp->category_effects = true;
+    } else if (o == "scales") {
+      gp->category_scales = true;
+    } else if (o == "log") {
+      gp->log_outputs = true;
+    } else {
+      throw std::invalid_argument("unknown model option '" + o +
+                                  "' (effects, scales, log)");
+    }
+  }
+}
+
 const tuner::SearchSpace& Problem::space() const {
   return impl_->space->space();
 }
@@ -181,6 +209,7 @@ Config PolicyRun(const Problem& p, std::uint64_t seed, int budget,
   settings.seed = seed;
   settings.asynchronous = false;
   settings.retune_drop = 0;
+  ApplyModelOptions(p.model_options(), &settings.optimizer.gp);
   tuner::PolicyStart start;
   start.initial = p.default_config();
   start.priors = priors;

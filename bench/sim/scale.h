@@ -42,6 +42,12 @@ class Problem {
   tuner::Config SearchOptimum() const;
   /// Fraction of uniformly random configurations within `within` of `best`.
   double GoodFraction(double best, double within, int samples) const;
+  /// Model options of hvdtune's GP for this problem's runs (names of
+  /// ModelOptionNames(); empty: the runtime's model).
+  void set_model_options(std::vector<std::string> options);
+  const std::vector<std::string>& model_options() const {
+    return model_options_;
+  }
 
  private:
   struct Impl;
@@ -49,7 +55,16 @@ class Problem {
   Preset preset_;
   Workload workload_;
   std::shared_ptr<const Impl> impl_;
+  std::vector<std::string> model_options_;
 };
+
+/// The GP model options a run may turn on (GpSettings): "effects"
+/// (category_effects), "scales" (category_scales), "log" (log_outputs).
+const std::vector<std::string>& ModelOptionNames();
+/// Turns the named options on in `gp`; throws std::invalid_argument naming
+/// an unknown one.
+void ApplyModelOptions(const std::vector<std::string>& options,
+                       tuner::GpSettings* gp);
 
 inline constexpr int kCheckpoints[] = {10, 20, 40};
 

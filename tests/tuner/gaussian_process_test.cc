@@ -71,6 +71,113 @@ TEST(GaussianProcessTest, MarginalLikelihoodGradientMatchesFiniteDifferences) {
   }
 }
 
+// The same check with the per-category terms (main effects, scales per
+// value) on, alone and together, and with log outputs; the incremental
+// Cholesky update must agree with a full factorisation under them too.
+TEST(GaussianProcessTest, CategoryTermsGradientMatchesFiniteDifferences) {
+  Eigen::MatrixXd x;
+  Eigen::VectorXd y;
+  MixedData(25, 5, &x, &y);
+  y = y.array().exp();  // positive, as throughputs
+  for (int variant = 1; variant < 8; ++variant) {
+    GpSettings settings;
+    settings.category_effects = (variant & 1) != 0;
+    settings.category_scales = (variant & 2) != 0;
+    settings.log_outputs = (variant & 4) != 0;
+    GaussianProcess gp(3, {3, 2}, settings);
+    EXPECT_EQ(gp.num_hyperparameters(),
+              3 + 2 + (settings.category_effects ? 2 : 0) +
+                  (settings.category_scales ? 5 : 0) + 3);
+    gp.SetData(x, y);
+    std::mt19937_64 rng(17 + variant);
+    std::normal_distribution<double> normal(0, 0.5);
+    for (int trial = 0; trial < 2; ++trial) {
+      Eigen::VectorXd theta = gp.DefaultHyperparameters();
+      for (int i = 0; i < theta.size(); ++i) theta[i] += normal(rng);
+      theta[theta.size() - 2] = std::log(1e-2);
+      SCOPED_TRACE("variant " + std::to_string(variant));
+      ExpectGradientMatchesFiniteDifference(gp, theta);
+    }
+    GaussianProcess grown(3, {3, 2}, settings);
+    grown.SetHyperparameters(gp.DefaultHyperparameters());
+    grown.SetData(x.leftCols(20), y.head(20));
+    for (int i = 20; i < 25; ++i) grown.AddPoint(x.col(i), y[i]);
+    GaussianProcess full(3, {3, 2}, settings);
+    full.SetHyperparameters(gp.DefaultHyperparameters());
+    full.SetData(x.leftCols(20), y.head(20));  // same output transform
+    for (int i = 20; i < 25; ++i) full.AddPoint(x.col(i), y[i]);
+    double m1, v1, m2, v2;
+    full.SetHyperparameters(gp.DefaultHyperparameters());  // refactorises
+    grown.PredictStandardized(x.col(3), &m1, &v1);
+    full.PredictStandardized(x.col(3), &m2, &v2);
+    EXPECT_NEAR(m1, m2, 1e-8);
+    EXPECT_NEAR(v1, v2, 1e-8);
+  }
+}
+
+// A category under which the continuous coordinate does nothing and one
+// under which it moves the output a lot: with a scale per value, the fit
+// gives the second the larger scale, and predicts the flat category flat
+// beyond its samples.
+TEST(GaussianProcessTest, CategoryScalesSeparateAFlatCategoryFromASteepOne) {
+  std::mt19937_64 rng(8);
+  std::uniform_real_distribution<double> u(0, 1);
+  const int n = 24;
+  Eigen::MatrixXd x(2, n);
+  Eigen::VectorXd y(n);
+  for (int i = 0; i < n; ++i) {
+    x(1, i) = i % 2;
+    // The flat category is measured only on [0, 0.5].
+    x(0, i) = x(1, i) == 0 ? 0.5 * u(rng) : u(rng);
+    y[i] = x(1, i) == 0 ? 5.0 : 5.0 + 4.0 * std::sin(6 * x(0, i));
+    y[i] += 0.01 * (u(rng) - 0.5);
+  }
+  GpSettings settings;
+  settings.category_scales = true;
+  GaussianProcess gp(1, {2}, settings);
+  gp.SetData(x, y);
+  std::mt19937_64 fit_rng(3);
+  gp.FitHyperparameters(fit_rng);
+  // Layout: [log l, log w, u_0, u_1, log s2, eta, mean].
+  const Eigen::VectorXd& theta = gp.hyperparameters();
+  EXPECT_GT(theta[3], theta[2] + 0.5);
+  Eigen::VectorXd far(2);
+  far << 0.95, 0;
+  double mean, var;
+  gp.Predict(far, &mean, &var);
+  EXPECT_NEAR(mean, 5.0, 0.5);
+}
+
+// Log outputs: a model of log(y) recovers an exponential trend through its
+// own samples; with an output <= 0 it falls back to the warped model.
+TEST(GaussianProcessTest, LogOutputsModelPositiveDataOnALogScale) {
+  Eigen::MatrixXd x(1, 8);
+  Eigen::VectorXd y(8);
+  for (int i = 0; i < 8; ++i) {
+    x(0, i) = i / 7.0;
+    y[i] = std::exp(4 * x(0, i));
+  }
+  GpSettings settings;
+  settings.log_outputs = true;
+  GaussianProcess gp(1, {}, settings);
+  gp.SetData(x, y);
+  std::mt19937_64 rng(2);
+  gp.FitHyperparameters(rng);
+  for (int i = 0; i < 8; ++i) {
+    double mean, var;
+    gp.Predict(x.col(i), &mean, &var);
+    EXPECT_NEAR(mean / y[i], 1.0, 0.02) << i;
+    EXPECT_NEAR(gp.ToModelUnits(gp.FromModelUnits(0.3)), 0.3, 1e-9);
+  }
+  y[0] = -1;
+  gp.SetData(x, y);
+  gp.FitHyperparameters(rng);
+  double mean, var;
+  gp.Predict(x.col(4), &mean, &var);
+  EXPECT_TRUE(std::isfinite(mean) && std::isfinite(var));
+  EXPECT_NEAR(mean, y[4], 0.1 * y[4]);
+}
+
 // One continuous coordinate, fixed hyperparameters (log l = log 0.5,
 // s2 = 1, noise = floor 1e-9 + 1e-12, mean 0), y = 1 at 0.2 and 3 at 0.6
 // (standardised: -1/sqrt2, +1/sqrt2; offset 2, scale sqrt2).

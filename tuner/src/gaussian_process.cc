@@ -66,6 +66,10 @@ Eigen::VectorXd GaussianProcess::DefaultHyperparameters() const {
   for (int i = 0; i < num_categorical(); ++i) {
     theta[k++] = settings_.log_category_weight_prior_mean;
   }
+  for (int i = 0; i < num_category_effects(); ++i) {
+    theta[k++] = settings_.log_category_effect_prior_mean;
+  }
+  for (int i = 0; i < num_category_scales(); ++i) theta[k++] = 0.0;
   theta[k++] = settings_.log_signal_prior_mean;
   theta[k++] = settings_.log_noise_prior_mean;
   theta[k++] = 0.0;
@@ -84,6 +88,14 @@ void GaussianProcess::HyperparameterBounds(Eigen::VectorXd* lower,
   for (int i = 0; i < num_categorical(); ++i, ++k) {
     (*lower)[k] = std::log(0.01);
     (*upper)[k] = std::log(30.0);
+  }
+  for (int i = 0; i < num_category_effects(); ++i, ++k) {
+    (*lower)[k] = std::log(1e-4);
+    (*upper)[k] = std::log(10.0);
+  }
+  for (int i = 0; i < num_category_scales(); ++i, ++k) {
+    (*lower)[k] = -3.0;
+    (*upper)[k] = 3.0;
   }
   (*lower)[k] = std::log(0.01);  // signal variance
   (*upper)[k++] = std::log(100.0);
@@ -104,7 +116,16 @@ GaussianProcess::Unpacked GaussianProcess::Unpack(
   k += num_lengthscales_;
   h.cat_w.resize(num_categorical());
   for (int i = 0; i < num_categorical(); ++i) h.cat_w[i] = std::exp(theta[k++]);
+  h.cat_b.resize(num_category_effects());
+  double effects = 0;
+  for (int i = 0; i < num_category_effects(); ++i) {
+    h.cat_b[i] = std::exp(theta[k++]);
+    effects += h.cat_b[i];
+  }
+  h.cat_u.resize(num_category_scales());
+  for (int i = 0; i < num_category_scales(); ++i) h.cat_u[i] = theta[k++];
   h.s2 = std::exp(theta[k++]);
+  h.prior_var = h.s2 * (1.0 + effects);
   h.noise = settings_.noise_floor + std::exp(theta[k++]);
   h.mean = theta[k++];
   return h;
@@ -124,15 +145,39 @@ void GaussianProcess::PairTerms(const Unpacked& h, const double* a,
       mismatch += h.cat_w[c];
     }
   }
+  if (num_category_scales() > 0) {
+    int offset = 0;
+    for (int c = 0; c < num_categorical(); ++c) {
+      mismatch -= h.cat_u[offset + CategoryIndex(a, c)] +
+                  h.cat_u[offset + CategoryIndex(b, c)];
+      offset += category_counts_[c];
+    }
+  }
   Matern52(r2, m52, dfac);
   *cat = std::exp(-mismatch);
+}
+
+int GaussianProcess::CategoryIndex(const double* a, int c) const {
+  const int v = static_cast<int>(std::lround(a[num_continuous_ + c]));
+  return std::clamp(v, 0, category_counts_[c] - 1);
+}
+
+double GaussianProcess::SharedEffects(const Unpacked& h, const double* a,
+                                      const double* b) const {
+  double sum = 0;
+  for (int c = 0; c < num_category_effects(); ++c) {
+    if (a[num_continuous_ + c] == b[num_continuous_ + c]) sum += h.cat_b[c];
+  }
+  return sum;
 }
 
 double GaussianProcess::Kernel(const Unpacked& h, const double* a,
                                const double* b) const {
   double m52, dfac, cat;
   PairTerms(h, a, b, &m52, &dfac, &cat);
-  return h.s2 * m52 * cat;
+  // s2 * m52 * cat in this order: without effects the bits of the shared
+  // model alone.
+  return h.s2 * m52 * cat + h.s2 * SharedEffects(h, a, b);
 }
 
 void GaussianProcess::SetHyperparameters(const Eigen::VectorXd& theta) {
@@ -208,9 +253,15 @@ double FitYeoJohnson(const Eigen::VectorXd& z) {
 }  // namespace
 
 void GaussianProcess::Restandardize(bool refit_warp) {
-  MeanAndScale(y_raw_, &y_offset_, &y_scale_);
-  Eigen::VectorXd z = (y_raw_.array() - y_offset_) / y_scale_;
-  if (settings_.warp_outputs) {
+  if (refit_warp) {
+    log_outputs_ = settings_.log_outputs && y_raw_.size() > 0 &&
+                   (y_raw_.array() > 0).all();
+  }
+  Eigen::VectorXd pre = y_raw_;
+  if (log_outputs_) pre = pre.array().max(1e-300).log().matrix();
+  MeanAndScale(pre, &y_offset_, &y_scale_);
+  Eigen::VectorXd z = (pre.array() - y_offset_) / y_scale_;
+  if (settings_.warp_outputs && !log_outputs_) {
     if (refit_warp) warp_lambda_ = FitYeoJohnson(z);
     for (int i = 0; i < z.size(); ++i) z[i] = YeoJohnson(z[i], warp_lambda_);
   }
@@ -219,14 +270,18 @@ void GaussianProcess::Restandardize(bool refit_warp) {
 }
 
 double GaussianProcess::ToModelUnits(double raw) const {
+  if (log_outputs_) raw = std::log(std::max(raw, 1e-300));
   double z = (raw - y_offset_) / y_scale_;
-  if (settings_.warp_outputs) z = YeoJohnson(z, warp_lambda_);
+  if (settings_.warp_outputs && !log_outputs_) z = YeoJohnson(z, warp_lambda_);
   return (z - warp_offset_) / warp_scale_;
 }
 
 double GaussianProcess::FromModelUnits(double model) const {
   double z = warp_offset_ + warp_scale_ * model;
-  if (settings_.warp_outputs) z = InverseYeoJohnson(z, warp_lambda_);
+  if (settings_.warp_outputs && !log_outputs_) {
+    z = InverseYeoJohnson(z, warp_lambda_);
+  }
+  if (log_outputs_) return std::exp(y_offset_ + y_scale_ * z);
   return y_offset_ + y_scale_ * z;
 }
 
@@ -259,6 +314,7 @@ void GaussianProcess::UpdateAlpha() {
 
 void GaussianProcess::AddPoint(const Eigen::VectorXd& x, double y) {
   const int n = num_points();
+  const double prior_var = Kernel(h_, x.data(), x.data());
   x_.conservativeResize(Eigen::NoChange, n + 1);
   x_.col(n) = x;
   y_raw_.conservativeResize(n + 1);
@@ -272,7 +328,7 @@ void GaussianProcess::AddPoint(const Eigen::VectorXd& x, double y) {
         .topLeftCorner(n, n)
         .triangularView<Eigen::Lower>()
         .solveInPlace(kx);
-  const double d2 = h_.s2 + h_.noise - kx.squaredNorm();
+  const double d2 = prior_var + h_.noise - kx.squaredNorm();
   if (!(d2 > 1e-3 * h_.noise)) {
     // Lost positive definiteness to rounding: refactorise from scratch.
     Refactorize();
@@ -319,7 +375,9 @@ double GaussianProcess::LogMarginalLikelihood(const Eigen::VectorXd& theta,
   g = alpha * alpha.transpose() - g;
 
   const int cat0 = num_lengthscales_;
-  const int s2_idx = cat0 + num_categorical();
+  const int eff0 = cat0 + num_categorical();
+  const int scl0 = eff0 + num_category_effects();
+  const int s2_idx = scl0 + num_category_scales();
   Eigen::VectorXd& out = *grad;
   for (int j = 0; j < n; ++j) {
     const double* b = x_.col(j).data();
@@ -327,7 +385,8 @@ double GaussianProcess::LogMarginalLikelihood(const Eigen::VectorXd& theta,
       const double* a = x_.col(i).data();
       double m52, dfac, cat;
       PairTerms(h, a, b, &m52, &dfac, &cat);
-      const double kij = h.s2 * m52 * cat;
+      const double kshared = h.s2 * m52 * cat;
+      const double kij = kshared + h.s2 * SharedEffects(h, a, b);
       const double gij = g(i, j);  // pair counted twice, times 1/2
       const double lfac = gij * h.s2 * cat * dfac;
       for (int d = 0; d < num_continuous_; ++d) {
@@ -336,14 +395,47 @@ double GaussianProcess::LogMarginalLikelihood(const Eigen::VectorXd& theta,
       }
       for (int c = 0; c < num_categorical(); ++c) {
         if (a[num_continuous_ + c] != b[num_continuous_ + c]) {
-          out[cat0 + c] -= gij * kij * h.cat_w[c];
+          out[cat0 + c] -= gij * kshared * h.cat_w[c];
+        }
+      }
+      for (int c = 0; c < num_category_effects(); ++c) {
+        if (a[num_continuous_ + c] == b[num_continuous_ + c]) {
+          out[eff0 + c] += gij * h.s2 * h.cat_b[c];
+        }
+      }
+      if (num_category_scales() > 0) {
+        int offset = scl0;
+        for (int c = 0; c < num_categorical(); ++c) {
+          out[offset + CategoryIndex(a, c)] += gij * kshared;
+          out[offset + CategoryIndex(b, c)] += gij * kshared;
+          offset += category_counts_[c];
         }
       }
       out[s2_idx] += gij * kij;
     }
   }
   const double trace = g.diagonal().sum();
-  out[s2_idx] += 0.5 * trace * h.s2;
+  // The diagonal: k(x, x) = s2 (scale(x)^2 + sum of the effects), the same
+  // for every point without scales.
+  for (int c = 0; c < num_category_effects(); ++c) {
+    out[eff0 + c] += 0.5 * trace * h.s2 * h.cat_b[c];
+  }
+  if (num_category_scales() == 0) {
+    out[s2_idx] += 0.5 * trace * h.prior_var;
+  } else {
+    for (int j = 0; j < n; ++j) {
+      const double* a = x_.col(j).data();
+      const double gjj = 0.5 * g(j, j);
+      out[s2_idx] += gjj * Kernel(h, a, a);
+      double m52, dfac, cat;
+      PairTerms(h, a, a, &m52, &dfac, &cat);
+      int offset = scl0;
+      for (int c = 0; c < num_categorical(); ++c) {
+        out[offset + CategoryIndex(a, c)] += gjj * 2 * h.s2 * cat;
+        offset += category_counts_[c];
+      }
+    }
+  }
   out[s2_idx + 1] = 0.5 * trace * (h.noise - settings_.noise_floor);
   out[s2_idx + 2] = alpha.sum();
   return lml;
@@ -366,6 +458,12 @@ double GaussianProcess::LogPrior(const Eigen::VectorXd& theta,
   }
   for (int i = 0; i < num_categorical(); ++i, ++k) {
     normal(k, mode[k], settings_.log_category_weight_prior_sd);
+  }
+  for (int i = 0; i < num_category_effects(); ++i, ++k) {
+    normal(k, mode[k], settings_.log_category_effect_prior_sd);
+  }
+  for (int i = 0; i < num_category_scales(); ++i, ++k) {
+    normal(k, mode[k], settings_.log_category_scale_prior_sd);
   }
   normal(k, mode[k], settings_.log_signal_prior_sd);
   ++k;
@@ -436,7 +534,7 @@ void GaussianProcess::PredictStandardized(const Eigen::VectorXd& x,
   if (dvar) dvar->setZero(num_continuous_);
   if (n == 0) {
     *mean = h_.mean;
-    *var = h_.s2;
+    *var = Kernel(h_, x.data(), x.data());
     return;
   }
   Eigen::VectorXd kx(n);
@@ -445,7 +543,7 @@ void GaussianProcess::PredictStandardized(const Eigen::VectorXd& x,
   const auto tri = chol_.topLeftCorner(n, n).triangularView<Eigen::Lower>();
   Eigen::VectorXd v = kx;
   tri.solveInPlace(v);
-  const double raw_var = h_.s2 - v.squaredNorm();
+  const double raw_var = Kernel(h_, x.data(), x.data()) - v.squaredNorm();
   const double min_var = 1e-12 * h_.s2;
   const bool clamped = !(raw_var > min_var);
   *var = clamped ? min_var : raw_var;

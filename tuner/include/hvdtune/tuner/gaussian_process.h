@@ -18,6 +18,9 @@ struct GpSettings {
   /// maximum likelihood at each refit) before the final standardisation:
   /// tames skewed scores such as a few very poor configurations.
   bool warp_outputs = true;
+  /// Model log(y) when every output is positive (throughputs, whose noise
+  /// is a factor): replaces the warp above for such data.
+  bool log_outputs = false;
   /// Observation-noise variance floor (standardised units): keeps the kernel
   /// matrix well conditioned with duplicate points and flat data.
   double noise_floor = 1e-8;
@@ -32,6 +35,23 @@ struct GpSettings {
   /// log(categorical mismatch weight) ~ N(mean, sd).
   double log_category_weight_prior_mean = 0.0;
   double log_category_weight_prior_sd = 1.0;
+  /// A main effect per categorical coordinate: the kernel gains
+  /// s2 * sum_c b_c [x_c == y_c], an offset shared by every point of one
+  /// category whatever its continuous coordinates, so that all samples of
+  /// a category inform how it compares with another (the product term
+  /// alone forgets it between distant points).
+  bool category_effects = false;
+  /// log(b_c) ~ N(mean, sd).
+  double log_category_effect_prior_mean = -1.5;
+  double log_category_effect_prior_sd = 1.5;
+  /// A scale per value of each categorical coordinate: the product term
+  /// becomes s(x) s(y) s2 Matern52(r) exp(-...), with s(x) the product
+  /// over the categorical coordinates of exp(u_{c, x_c}), so that the
+  /// continuous coordinates may move the output a lot under one category
+  /// (a cliff at small ring segments) and hardly at all under another.
+  bool category_scales = false;
+  /// u_{c, v} ~ N(0, sd).
+  double log_category_scale_prior_sd = 0.7;
   /// log(signal variance) ~ N(mean, sd).
   double log_signal_prior_mean = 0.0;
   double log_signal_prior_sd = 1.0;
@@ -48,11 +68,18 @@ struct GpSettings {
 /// r is the ARD-scaled distance over the continuous coordinates and the
 /// second factor is an exponentiated Hamming (overlap) kernel over the
 /// categorical ones, so all categories share one model. Constant mean,
-/// Gaussian noise with variance noise_floor + exp(eta).
+/// Gaussian noise with variance noise_floor + exp(eta). Optional terms
+/// (GpSettings, off by default): a scale per categorical value,
+/// s(x) s(y) multiplying the product term, and a main effect per
+/// categorical coordinate, + s2 * sum_c b_c [x_c == y_c]:
+///   k(x, y) = s2 * (s(x) s(y) Matern52(r) exp(-...) + sum_c b_c [..]).
 ///
 /// Hyperparameter vector layout (see num_hyperparameters()):
 /// [log length scales (num_continuous, or 1 without ARD, 0 if none),
-///  log category weights (num_categorical), log s2, eta, mean].
+///  log category weights (num_categorical),
+///  log main effects b_c (num_category_effects()),
+///  log scales u_{c,v}, values of each categorical coordinate in turn
+///  (num_category_scales()), log s2, eta, mean].
 class GaussianProcess {
  public:
   GaussianProcess() : GaussianProcess(0, {}) {}
@@ -63,8 +90,18 @@ class GaussianProcess {
   int num_categorical() const {
     return static_cast<int>(category_counts_.size());
   }
+  int num_category_effects() const {
+    return settings_.category_effects ? num_categorical() : 0;
+  }
+  int num_category_scales() const {
+    int n = 0;
+    if (settings_.category_scales)
+      for (int k : category_counts_) n += k;
+    return n;
+  }
   int num_hyperparameters() const {
-    return num_lengthscales_ + num_categorical() + 3;
+    return num_lengthscales_ + num_categorical() + num_category_effects() +
+           num_category_scales() + 3;
   }
   int num_points() const { return static_cast<int>(y_raw_.size()); }
   const GpSettings& settings() const { return settings_; }
@@ -126,13 +163,21 @@ class GaussianProcess {
   struct Unpacked {
     Eigen::VectorXd inv_l2;  // per continuous dim: 1 / l^2
     Eigen::VectorXd cat_w;   // per categorical dim
+    Eigen::VectorXd cat_b;   // per categorical dim with a main effect
+    Eigen::VectorXd cat_u;   // per categorical value: log scale
     double s2 = 1, noise = 1e-6, mean = 0;
+    double prior_var = 1;  // k(x, x)
   };
   Unpacked Unpack(const Eigen::VectorXd& theta) const;
   // Matérn profile, its derivative factor and the categorical factor of
   // the pair (a, b).
   void PairTerms(const Unpacked& h, const double* a, const double* b,
                  double* m52, double* dfac, double* cat) const;
+  // The value of categorical coordinate `c` of `a`, as an index.
+  int CategoryIndex(const double* a, int c) const;
+  // Sum of the main-effect weights of the categories `a` and `b` share.
+  double SharedEffects(const Unpacked& h, const double* a,
+                       const double* b) const;
   double Kernel(const Unpacked& h, const double* a, const double* b) const;
   // Recomputes model-unit outputs; the warp exponent is refitted only when
   // asked (on SetData), so Cholesky updates keep the same transform.
@@ -152,8 +197,9 @@ class GaussianProcess {
   Eigen::VectorXd y_;      // standardised outputs
   double y_offset_ = 0, y_scale_ = 1;
   double warp_lambda_ = 1, warp_offset_ = 0, warp_scale_ = 1;
-  Eigen::MatrixXd chol_;   // lower Cholesky factor of K + noise I
-  Eigen::VectorXd alpha_;  // (K + noise I)^-1 (y - mean)
+  bool log_outputs_ = false;  // log(y) modelled (settings and data allow)
+  Eigen::MatrixXd chol_;      // lower Cholesky factor of K + noise I
+  Eigen::VectorXd alpha_;     // (K + noise I)^-1 (y - mean)
 };
 
 /// Yeo-Johnson power transform and its inverse.
