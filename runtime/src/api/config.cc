@@ -448,20 +448,29 @@ constexpr SettingSpec kSettings[] = {
      "launcher waits for --min-np slots (at the start and after a reset) "
      "before it ends the job with an error saying so; the ranks waiting for "
      "a next world wait this long plus 60 s."},
-    {"Elastic", "HVDTUNE_ELASTIC_HEARTBEAT_SECONDS", "10",
+    {"Elastic", "HVDTUNE_ELASTIC_WORLD",
+     "set by the launcher and hvdtune.elastic", "a version",
+     "Elastic training: the world a rank runs in, for the metrics and the "
+     "timeline."},
+    {"Elastic", "HVDTUNE_ELASTIC_RESETS",
+     "set by the launcher and hvdtune.elastic", "cause=count,...",
+     "Elastic training: the resets so far by cause, for the metrics."},
+    {"Elastic", "HVDTUNE_ELASTIC_LAST_RESET",
+     "set by the launcher and hvdtune.elastic", "a cause",
+     "Elastic training: the cause of the last reset, for the metrics and "
+     "the timeline."},
+    {"Elastic launcher", "HOROVOD_START_TIMEOUT", "30", "> 0 – 1e6 seconds",
+     "Read by hvd-tune run: how long a world's ranks have to reach it after "
+     "the launcher publishes it (a new rank arrives at its `hvd.init()`); a "
+     "rank not there by then fails its host (blacklisted, its ranks "
+     "stopped) and the world forms from the others. `hvd-tune run "
+     "--start-timeout` overrides it."},
+    {"Elastic launcher", "HVDTUNE_ELASTIC_HEARTBEAT_SECONDS", "10",
      "0 (off), 1 – 1e6 seconds",
-     "Elastic training: the launcher's; every rank tells the launcher it "
-     "is alive every 0.5 s, and a rank silent this long (its host cut off "
-     "or hung) counts as failed: its host is blacklisted and its ranks "
-     "stopped. Its survivors' collectives end at "
-     "HOROVOD_GLOO_TIMEOUT_SECONDS."},
-    {"Elastic",
-     "HVDTUNE_ELASTIC_WORLD, HVDTUNE_ELASTIC_RESETS, "
-     "HVDTUNE_ELASTIC_LAST_RESET",
-     "set by the launcher and hvdtune.elastic",
-     "a version; cause=count,...; a cause",
-     "Elastic training: the world a rank runs in, its resets so far by "
-     "cause and the cause of the last, for the metrics and the timeline."},
+     "Read by hvd-tune run: every rank tells the launcher it is alive every "
+     "0.5 s, and a rank silent this long (its host cut off or hung) counts "
+     "as failed: its host is blacklisted and its ranks stopped. Its "
+     "survivors' collectives end at HOROVOD_GLOO_TIMEOUT_SECONDS."},
     {"Open MPI", "OMPI_MCA_mpi_yield_when_idle",
      "1 when hvdtune initialises MPI", "0, 1",
      "Open MPI's own parameter, set by hvdtune before MPI_Init_thread unless "
