@@ -161,6 +161,12 @@ pytest_counts() {
     sed -e 's/\x1b\[[0-9;]*m//g' -e 's/=//g' -e 's/^ *//' | paste -sd';' -
 }
 
+# A pytest log's lines matching a pattern (FAILED, SKIPPED), colours
+# stripped, each once, indented; at most N (default 10).
+pytest_lines() {
+  grep -E "$2" "$1" | sed 's/\x1b\[[0-9;]*m//g' | sort -u | head -"${3:-10}" | sed 's/^/  /'
+}
+
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none
      --mca btl "self,vader,tcp")
 
@@ -338,10 +344,10 @@ if [ $built = 1 ] && [ -n "$py" ]; then
     rc=$?
     ((rc == 126)) && continue
     suites+="test_torch_cuda.py, $np rank(s): $(pytest_counts "$logs/pytest_cuda_np$np.log") (exit $rc)"$'\n'
-    reasons=$(grep -E '^SKIPPED|SKIPPED \[' "$logs/pytest_cuda_np$np.log" | sed 's/\x1b\[[0-9;]*m//g' | sort -u | head -5)
-    [ -n "$reasons" ] && suites+="$(sed 's/^/  /' <<<"$reasons")"$'\n'
-    failures=$(grep -E '^FAILED' "$logs/pytest_cuda_np$np.log" | sed 's/\x1b\[[0-9;]*m//g' | sort -u | head -10)
-    [ -n "$failures" ] && suites+="$(sed 's/^/  /' <<<"$failures")"$'\n'
+    reasons=$(pytest_lines "$logs/pytest_cuda_np$np.log" '^SKIPPED|SKIPPED \[' 5)
+    [ -n "$reasons" ] && suites+="$reasons"$'\n'
+    failures=$(pytest_lines "$logs/pytest_cuda_np$np.log" '^FAILED')
+    [ -n "$failures" ] && suites+="$failures"$'\n'
   done
 fi
 # -- the same on the Gloo engine: no MPI in the runtimes, the NCCL unique ids
@@ -363,8 +369,8 @@ if [ $built = 1 ] && [ "${gloo:-0}" = 1 ]; then
       rc=$?
       ((rc == 126)) && continue
       suites+="test_torch_cuda.py on the Gloo engine, $np rank(s): $(pytest_counts "$logs/pytest_cuda_gloo_np$np.log") (exit $rc)"$'\n'
-      failures=$(grep -E '^FAILED' "$logs/pytest_cuda_gloo_np$np.log" | sed 's/\x1b\[[0-9;]*m//g' | sort -u | head -10)
-      [ -n "$failures" ] && suites+="$(sed 's/^/  /' <<<"$failures")"$'\n'
+      failures=$(pytest_lines "$logs/pytest_cuda_gloo_np$np.log" '^FAILED')
+      [ -n "$failures" ] && suites+="$failures"$'\n'
     done
   fi
 elif [ $built = 1 ]; then
@@ -384,8 +390,8 @@ if [ $built = 1 ] && grep -q 'torch.distributed backend 1' "$logs/configure.log"
       rc=$?
       ((rc == 126)) && continue
       c10d+="test_c10d.py, $np rank(s): $(pytest_counts "$logs/pytest_c10d_np$np.log") (exit $rc)"$'\n'
-      failures=$(grep -E '^FAILED' "$logs/pytest_c10d_np$np.log" | sed 's/\x1b\[[0-9;]*m//g' | sort -u | head -10)
-      [ -n "$failures" ] && c10d+="$(sed 's/^/  /' <<<"$failures")"$'\n'
+      failures=$(pytest_lines "$logs/pytest_c10d_np$np.log" '^FAILED')
+      [ -n "$failures" ] && c10d+="$failures"$'\n'
     done
     for mode in ddp zero; do
       args=()
