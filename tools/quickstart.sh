@@ -2,9 +2,10 @@
 # The main job: installs what is missing, builds, and shows hvdtune's whole
 # promise on synthetic training on a 2-node x 2-rank cluster emulated by
 # tools/cluster.sh (one network namespace per node, shared memory inside a
-# node, TCP across links shaped like 1 GbE: the setting where tuning is worth
-# most, measured in docs/benchmarks.md):
-#   1. the default configuration's throughput;
+# node, TCP across links shaped like 1 GbE: the setting where the knobs are
+# worth most, measured in docs/benchmarks.md):
+#   1. the default configuration's throughput (its allreduce algorithm
+#      follows the node layout: hierarchical here);
 #   2. a first run with HOROVOD_AUTOTUNE=1: it explores (a progress line per
 #      10-step window shows the phase and sample n/N), freezes, and records
 #      every sample and the best configuration in a config store;
@@ -12,7 +13,8 @@
 #      applies the stored best at once and only confirms it (zero
 #      exploration samples);
 #   4. default and tuned re-measured side by side, interleaved, so the
-#      printed speed-up compares like with like.
+#      printed speed-up compares like with like; with them the default knobs
+#      on the library's own allreduce (native, Horovod's default).
 # On the cluster the workload is resnet50 at 1/10 of its gradient size.
 # Where network namespaces cannot be made (not root, no veth/tbf), it says
 # why and runs on loopback fake nodes (tools/fake_nodes.sh) instead, where
@@ -66,7 +68,9 @@ fi
 # On the 1 GbE cluster the gradients of resnet50 x0.1 (10 MB a step) make
 # the link the bottleneck, and the hierarchical allreduce, which sends each
 # byte across it once per node rather than once per rank, is worth about
-# 1.4x, steadily; many-small (1,000 small tensors) gains as much but its
+# 1.4x over native, steadily (the default starts with it; the tuner adds
+# about 1.1x with the fusion threshold, the ring segment and the cycle
+# thread's boost); many-small (1,000 small tensors) gains as much but its
 # steps are CPU-bound and swing with whatever else the machine runs. On one
 # machine's loopback nothing is worth much; many-small gains most there.
 if [[ -n $cluster ]]; then
@@ -142,26 +146,30 @@ echo "== 3. the same job again: starts from the store =="
 second=$(train 1 --until-frozen --max-steps 800 --measure-steps 40)
 echo "$second"
 echo
-echo "== 4. default and tuned side by side, $rounds interleaved rounds =="
+echo "== 4. native, default and tuned side by side, $rounds interleaved rounds =="
 # "Tuned" applies the stored best without tuning (HVDTUNE_AUTOTUNE_STORE=apply):
-# the knobs of run 2, in force from the second step on.
-# The order alternates between rounds: whichever runs second in a pair
+# the knobs of run 2, in force from the second step on. "Native" is the
+# default knobs with the library's own allreduce (Horovod's default,
+# HOROVOD_HIERARCHICAL_ALLREDUCE=0), for reference: hvdtune's default
+# algorithm follows the node layout.
+# The order rotates between rounds: whichever runs later in a round
 # measured a few percent faster here even with identical knobs.
-defaults=() tuneds=()
+natives=() defaults=() tuneds=()
+run_native() {
+  field "$(HVDTUNE_ALLREDUCE_ALGORITHM=native train 0 --warmup-steps 10 --measure-steps 60)" samples_per_sec
+}
 run_default() { field "$(train 0 --warmup-steps 10 --measure-steps 60)" samples_per_sec; }
 run_tuned() {
   field "$(HVDTUNE_AUTOTUNE_STORE=apply train 1 --warmup-steps 10 --measure-steps 60)" samples_per_sec
 }
 for ((r = 1; r <= rounds; r++)); do
-  if ((r % 2)); then
-    d=$(run_default)
-    t=$(run_tuned)
-  else
-    t=$(run_tuned)
-    d=$(run_default)
-  fi
-  echo "round $r: default $d samples/s, tuned $t samples/s"
-  defaults+=("$d") tuneds+=("$t")
+  case $((r % 3)) in
+    1) n=$(run_native) d=$(run_default) t=$(run_tuned) ;;
+    2) d=$(run_default) t=$(run_tuned) n=$(run_native) ;;
+    0) t=$(run_tuned) n=$(run_native) d=$(run_default) ;;
+  esac
+  echo "round $r: native $n, default $d, tuned $t samples/s"
+  natives+=("$n") defaults+=("$d") tuneds+=("$t")
 done
 
 d1=$(field "$default" samples_per_sec)
@@ -169,6 +177,7 @@ t1=$(field "$first" samples_per_sec)
 t2=$(field "$second" samples_per_sec)
 dm=$(printf '%s\n' "${defaults[@]}" | median)
 tm=$(printf '%s\n' "${tuneds[@]}" | median)
+nm=$(printf '%s\n' "${natives[@]}" | median)
 config=$(sed -n 's/.*"config":{\([^}]*\)}.*/\1/p' <<<"$first" | tr -d '"' | tr ',:' ' =')
 echo
 echo "== result, $where (a sample = one example: 32 per rank per step x $ranks ranks) =="
@@ -179,8 +188,11 @@ printf '3. second run of the job:   %10.1f samples/s  (%s, source %s, %s explora
   "$t2" "$(text "$second" phase)" "$(text "$second" source)" "$(field "$second" exploration_samples)"
 echo "   fingerprint: $(text "$second" fingerprint)"
 echo "tuned knobs: $config"
-printf '4. side by side, median of %s rounds: default %.1f, tuned %.1f samples/s\n' "$rounds" "$dm" "$tm"
-awk -v d="$dm" -v t="$tm" 'BEGIN { printf "speed-up: %.2fx\n", t / d }'
+printf '4. side by side, median of %s rounds: native %.1f, default %.1f, tuned %.1f samples/s\n' \
+  "$rounds" "$nm" "$dm" "$tm"
+awk -v d="$dm" -v t="$tm" -v n="$nm" 'BEGIN {
+  printf "speed-up: %.2fx (tuned against the default; against native: default %.2fx, tuned %.2fx)\n", t / d, d / n, t / n
+}'
 # The cost of tuning (run 2): the training time its exploration lost against
 # the default configuration, and how long the tuned configuration, at the
 # side-by-side speed-up, takes to win it back.
