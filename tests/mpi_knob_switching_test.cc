@@ -2,9 +2,10 @@
 // training-like stream of large and small gradients flows on one node: the
 // algorithm (every one the engine serves) and the ring segment size switch
 // every few steps, and every result stays exact on every rank. On the Gloo
-// engine this once hung (the ranks stuck in Gloo sends and receives after a
-// switch between Gloo's algorithms); the CTest entry has a timeout, so a
-// hang fails it.
+// engine this once slowed to what looked like a hang (the ranks waiting in
+// Gloo sends and receives for minutes after the first of Gloo's
+// bound-buffer algorithms had left sockets with a 4.6 KB send buffer); the
+// CTest entry has a timeout, so that fails it.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
