@@ -678,7 +678,10 @@ TEST_P(GlooSharedHierarchicalTest, ExactOnEveryRankAndSegmentLifetime) {
                                {"HVDTUNE_RING_SEGMENT_BYTES", "65536"}})});
     ASSERT_EQ(rt.knobs().allreduce_algorithm_name(), "hierarchical");
     const int size = rt.size();
-    const bool shared = rpn > 1 && size % rpn == 0 && size / rpn > 1;
+    // Nodes of rpn ranks, the last one the rest: the segment serves even
+    // nodes of more than one rank, one node included.
+    const bool shared =
+        std::min(rpn, size) > 1 && (size % rpn == 0 || size < rpn);
     std::vector<AllreduceItem> items;
     const auto add = [&](DataType dtype, ReduceOp op, std::int64_t count) {
       items.push_back(AllreduceItem::Make(dtype, op, count, rt.rank()));

@@ -40,7 +40,7 @@ std::vector<Scenario> DefaultScenarios() {
 }
 
 struct Problem::Impl {
-  KnobConfig knobs;  // defaults, nothing pinned
+  KnobConfig knobs;  // the runtime's start, nothing pinned
   std::unique_ptr<KnobSpace> space;
 };
 
@@ -49,6 +49,13 @@ Problem::Problem(const Scenario& s, const std::string& shapes_dir)
       preset_(FindPreset(s.preset)),
       workload_(MakeWorkload(s.workload, shapes_dir)) {
   auto impl = std::make_shared<Impl>();
+  // The runtime's own start (the MPI engine's rule for this layout).
+  const std::string_view start = DefaultAllreduceAlgorithm(
+      s.cluster.ranks_per_node > 1, s.cluster.nodes > 1, EngineKind::kMpi,
+      preset_.gpu);
+  impl->knobs.values.Set(
+      KnobId::kAllreduceAlgorithm,
+      ParseKnobValue(GetKnobSpec(KnobId::kAllreduceAlgorithm), start));
   impl->space = std::make_unique<KnobSpace>(impl->knobs, s.cluster.nodes > 1,
                                             workload_.app_groups);
   impl_ = std::move(impl);

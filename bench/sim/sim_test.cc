@@ -411,10 +411,10 @@ TEST(ClusterSim, PolicyRunIsReproducibleAndBeatsNothingWorse) {
 }
 
 TEST(ClusterSim, CostOfTuningAddsUpTheRecordedSamples) {
-  // bert-base on CPU nodes + 10 GbE: the default (MPI's allreduce through
-  // a shared NIC) is ~2x from the best, so the run explores configurations
-  // both sides of it and freezes on a faster one.
-  Scenario s{"t", "cpu-10gbe", {2, 4}, "bert-base", 0.05};
+  // A narrow model on PCIe GPUs + 25 GbE: the default (NCCL's allreduce)
+  // is ~1.3x from the best, so the run explores configurations both sides
+  // of it and freezes on a faster one.
+  Scenario s{"t", "pcie-25gbe", {2, 4}, "narrow", 0.05};
   const Problem p(s, Shapes());
   Exploration e;
   const Incumbents with = RunHvdtune(p, 11, &e);
@@ -458,7 +458,7 @@ TEST(ClusterSim, CostOfTuningAddsUpTheRecordedSamples) {
   EXPECT_GT(c.explore_cost, 0);
   EXPECT_LT(c.explore_cost, 1);
   EXPECT_NEAR(c.gain, p.Score(with[1]) / def, 1e-12);
-  EXPECT_GT(c.gain, 1.5) << "the frozen configuration is far ahead of the "
+  EXPECT_GT(c.gain, 1.1) << "the frozen configuration is well ahead of the "
                             "default here";
   EXPECT_NEAR(c.loss_seconds, true_loss, 1e-12 * std::abs(true_loss) + 1e-15);
   if (c.loss_seconds > 0) {
@@ -504,10 +504,11 @@ TEST(ClusterSim, CostOfTuningEdgeCases) {
 }
 
 TEST(ClusterSim, TransferFromASmallerJobReachesTheOptimumSooner) {
-  // bert-base on CPU nodes + 10 GbE: the defaults are ~2x from the best,
-  // so a fresh run must explore; the samples of the same model on half the
-  // nodes point the policy at the good region.
-  Scenario small{"s", "cpu-10gbe", {2, 4}, "bert-base", 0.05};
+  // Many small tensors on the emulated 1gbe cluster: at 8 nodes the
+  // defaults are ~1.25x from the best, so a fresh run must explore; the
+  // samples of the same model on half the nodes point the policy at the
+  // good region.
+  Scenario small{"s", "emulated-1gbe", {4, 2}, "many-small", 0.05};
   Scenario big = small;
   big.cluster.nodes = 4;
   const Problem source(small, Shapes()), target(big, Shapes());

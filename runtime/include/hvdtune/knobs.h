@@ -71,6 +71,15 @@ enum class TuneWhen {
 /// runtime's algorithm registry, runtime/src/core/algorithms/registry.cc, is
 /// the only list).
 std::span<const std::string_view> AllreduceAlgorithms();
+/// The allreduce algorithm a job starts with when no variable sets it:
+/// "native" where the job has GPUs (`devices`: NCCL's own allreduce picks
+/// its algorithm by topology, and beats the hierarchical one), else
+/// "hierarchical" when some node runs more than one rank (`shares_node`)
+/// and either the job spans several nodes or the engine is Gloo (whose
+/// hierarchical allreduce reduces through the node's shared memory), else
+/// "native".
+std::string_view DefaultAllreduceAlgorithm(bool shares_node, bool spans_nodes,
+                                           EngineKind engine, bool devices);
 /// For each of AllreduceAlgorithms(), the engines that serve it
 /// (EngineKind bits).
 std::span<const std::uint8_t> AllreduceAlgorithmEngines();
@@ -92,6 +101,9 @@ struct KnobSpec {
   KnobType type;
   KnobScale scale = KnobScale::kLinear;
   double default_value = 0;
+  /// When set, the default as the reference states it, for a knob whose
+  /// default_value is replaced at init (the allreduce algorithm).
+  std::string_view default_text = {};
   /// Range accepted from the environment (inclusive; a float knob's minimum
   /// is exclusive).
   double min_value = 0;
@@ -179,7 +191,9 @@ class KnobSettings {
 };
 
 /// Knob values plus which of them the user pinned through the environment
-/// (a pinned knob is never tuned).
+/// (a pinned knob is never tuned). An unpinned allreduce algorithm is
+/// replaced at init by the one the job's node layout calls for
+/// (docs/configuration.md, "The default allreduce algorithm").
 struct KnobConfig {
   KnobSettings values;
   std::array<bool, kNumKnobs> pinned{};

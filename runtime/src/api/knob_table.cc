@@ -80,6 +80,7 @@ std::array<KnobSpec, kNumKnobs> BuildTable() {
        .type = KnobType::kCategorical,
        .scale = KnobScale::kCategorical,
        .default_value = 0,
+       .default_text = "by node layout: hierarchical or native",
        .min_value = 0,
        .max_value = last_algorithm,
        .tune_as = TuneAs::kChoice,
@@ -100,7 +101,11 @@ std::array<KnobSpec, kNumKnobs> BuildTable() {
            "nodes are even, else reduce to each node's leader, ring among "
            "the leaders, broadcast inside each node); "
            "ring_chunked and halving_doubling = Gloo's algorithms of those "
-           "names. HOROVOD_HIERARCHICAL_ALLREDUCE=1 pins it to hierarchical, "
+           "names. Unset, a job without GPUs starts with hierarchical when "
+           "some node runs more than one rank and the job spans more than "
+           "one node (on Gloo also on one node), else with native; a job "
+           "with GPUs starts with native (NCCL's). "
+           "HOROVOD_HIERARCHICAL_ALLREDUCE=1 pins it to hierarchical, "
            "=0 to native.",
        .horovod_log = {"hierarchical_allreduce", IsHierarchical}},
       {.id = KnobId::kRingSegmentBytes,

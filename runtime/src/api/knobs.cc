@@ -239,6 +239,7 @@ std::string TypeText(const KnobSpec& spec) {
 }
 
 std::string DefaultText(const KnobSpec& spec) {
+  if (!spec.default_text.empty()) return std::string(spec.default_text);
   KnobSettings d;
   std::string t = d.FormatValue(spec.id);
   if (spec.unit == "bytes" && spec.default_value >= 1024) {
@@ -304,6 +305,13 @@ std::string TunedText(const KnobSpec& spec) {
 }
 
 }  // namespace
+
+std::string_view DefaultAllreduceAlgorithm(bool shares_node, bool spans_nodes,
+                                           EngineKind engine, bool devices) {
+  return !devices && shares_node && (spans_nodes || engine == EngineKind::kGloo)
+             ? "hierarchical"
+             : "native";
+}
 
 void CheckKnobValues(const KnobSettings& values) {
   for (const KnobSpec& spec : KnobTable()) {

@@ -103,4 +103,21 @@ void AgreeOnConfig(ControlTransport& control, const RuntimeConfig& config,
   }
 }
 
+std::string_view TopologyAllreduceAlgorithm(ControlTransport& control,
+                                            const World& world,
+                                            EngineKind engine, bool devices) {
+  // A node's first rank is in the cross group of every node, so some rank
+  // sees cross_size > 1 exactly when there is more than one node.
+  constexpr std::uint8_t kSharesNode = 1, kSpansNodes = 2;
+  const std::uint8_t mine =
+      static_cast<std::uint8_t>((world.local_size > 1 ? kSharesNode : 0) |
+                                (world.cross_size > 1 ? kSpansNodes : 0));
+  std::uint8_t any = 0;
+  for (const auto& bytes : control.AllgatherBytes({mine})) {
+    if (!bytes.empty()) any = static_cast<std::uint8_t>(any | bytes[0]);
+  }
+  return DefaultAllreduceAlgorithm((any & kSharesNode) != 0,
+                                   (any & kSpansNodes) != 0, engine, devices);
+}
+
 }  // namespace hvdtune::internal

@@ -17,4 +17,10 @@ namespace hvdtune::internal {
 void AgreeOnConfig(ControlTransport& control, const RuntimeConfig& config,
                    const std::string& local_error);
 
+/// DefaultAllreduceAlgorithm for the job's node layout. Collective (set-up
+/// time, after the node split); every rank gets the same answer.
+std::string_view TopologyAllreduceAlgorithm(ControlTransport& control,
+                                            const World& world,
+                                            EngineKind engine, bool devices);
+
 }  // namespace hvdtune::internal

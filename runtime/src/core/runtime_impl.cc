@@ -1,5 +1,6 @@
 #include "core/runtime_impl.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -35,8 +36,6 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
   AgreeOnConfig(engine_->control(), config_, config_error);
   engine_->SplitNodes(config_.settings.ranks_per_node);
   world_ = engine_->world();
-  knobs_ = config_.knobs.values;
-  cycle_knobs_ = knobs_;
   // Measured (docs/benchmarks.md): with a hardware thread per rank, gathering
   // a burst halves the cycles and the negotiation time of a many-tensor
   // step; with more ranks than hardware threads an application thread is
@@ -47,6 +46,18 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
   // Collective: every rank gets the NCCL backend or none does.
   nccl_ = engine_->MakeDeviceBackend(&nccl_unavailable_);
   check_device_pointers_ = nccl_ != nullptr || HaveCudaDevice();
+  // Collective, like the NCCL backend: the same start on every rank.
+  const int algorithm = static_cast<int>(KnobId::kAllreduceAlgorithm);
+  if (!config_.knobs.pinned[algorithm]) {
+    const std::string_view name = TopologyAllreduceAlgorithm(
+        engine_->control(), world_, engine_->kind(), nccl_ != nullptr);
+    const auto choices = AllreduceAlgorithms();
+    const auto it = std::find(choices.begin(), choices.end(), name);
+    config_.knobs.values.Set(KnobId::kAllreduceAlgorithm,
+                             static_cast<double>(it - choices.begin()));
+  }
+  knobs_ = config_.knobs.values;
+  cycle_knobs_ = knobs_;
   controller_ = std::make_unique<Controller>(
       world_, engine_->control(),
       static_cast<std::size_t>(knobs_.cache_capacity()),

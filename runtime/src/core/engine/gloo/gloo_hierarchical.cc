@@ -12,10 +12,11 @@ Status GlooHierarchical::Run(const KnobSettings& knobs, const void* in,
                              ReduceOp op) {
   if (count <= 0) return Status::Ok();
   const World& w = world_.groups().world();
-  // One node, or one rank per node: nothing to gain over the flat ring
-  // (a condition every rank evaluates alike: nodes may differ in size).
+  // One rank per node: nothing to gain over the flat ring (a condition
+  // every rank evaluates alike: nodes may differ in size). One node with
+  // several ranks reduces through its shared memory alone.
   const int nodes = world_.groups().nodes();
-  if (nodes == 1 || nodes == w.size) {
+  if (nodes == w.size) {
     return world_.RingAllreduce(in, out, count, dtype, op,
                                 knobs.ring_segment_bytes());
   }
@@ -112,7 +113,7 @@ Status GlooHierarchical::RunShared(const KnobSettings& knobs, const void* in,
     }
     shm_->Publish(ShmCounter::kRead, q + 1);
     // 3. Across nodes: every rank with this local rank holds the same shard.
-    if (shard > 0) {
+    if (shard > 0 && world_.groups().nodes() > 1) {
       s = cross_.RingAllreduce(result, result, shard, dtype, op,
                                knobs.ring_segment_bytes());
       if (!s.ok()) return fail(s);

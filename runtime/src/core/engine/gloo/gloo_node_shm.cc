@@ -171,9 +171,11 @@ Status NodeShm::Open(const GlooGroups& groups, std::size_t data_bytes,
                      std::unique_ptr<NodeShm>* shm) {
   shm->reset();
   const World& w = groups.world();
-  int usable = groups.nodes() > 1 && w.local_size > 1 &&
-               w.local_size * groups.nodes() == w.size &&
-               groups.local() != nullptr && groups.cross() != nullptr;
+  // Even nodes (one node included), each with a node and, across nodes, a
+  // cross group.
+  int usable = w.local_size > 1 && w.local_size * groups.nodes() == w.size &&
+               groups.local() != nullptr &&
+               (groups.nodes() == 1 || groups.cross() != nullptr);
   Status s = AgreeOnWorld(groups, &usable);
   if (!s.ok() || usable == 0) return s;
 
