@@ -68,6 +68,7 @@ class Classic final : public EngineAllreduce {
     const auto& ctx = world_.context();
     if (ctx == nullptr || ctx->size == 1) return Status::Ok();
     return world_.groups().Guard(name_.data(), [&] {
+      world_.SizeSendBuffersForBoundAlgorithms();
       WithStorageType(esize, [&](auto t) {
         using T = decltype(t);
         const gloo::ReductionFunction<T>* fn =

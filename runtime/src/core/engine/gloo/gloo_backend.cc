@@ -6,7 +6,9 @@
 #include <gloo/broadcast.h>
 #include <gloo/reduce.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 
 #include "core/engine/gloo/gloo_exchange.h"
 #include "core/engine/gloo/gloo_reduce.h"
@@ -26,6 +28,18 @@ void* Addr(const void* p) {
 
 bool Alone(const std::shared_ptr<gloo::Context>& ctx) {
   return ctx == nullptr || ctx->size == 1;
+}
+
+// The send buffer that SizeSendBuffersForBoundAlgorithms asks for: what
+// setsockopt(SO_SNDBUF) may give (net.core.wmem_max; the kernel's usual
+// default where it cannot be read), at most 1 MiB (the kernel doubles it).
+std::size_t BoundSendBufferBytes() {
+  constexpr std::size_t kDefaultWmemMax = 212992;
+  constexpr std::size_t kMost = 1 << 20;
+  std::size_t wmem_max = 0;
+  std::ifstream in("/proc/sys/net/core/wmem_max");
+  if (!(in >> wmem_max) || wmem_max == 0) wmem_max = kDefaultWmemMax;
+  return std::min(wmem_max, kMost);
 }
 
 }  // namespace
@@ -64,6 +78,29 @@ Status GlooBackend::RingAllreduce(const void* in, void* out, std::int64_t count,
     }
     gloo::allreduce(opts);
   });
+}
+
+void GlooBackend::SizeSendBuffersForBoundAlgorithms() {
+  if (send_buffers_sized_ || Alone(ctx_)) return;
+  const std::size_t bytes = BoundSendBufferBytes();
+  const int size = ctx_->size, rank = ctx_->rank;
+  // Every rank takes the slot here, before the same collective, as Gloo's
+  // algorithms take theirs: the slots stay in step on every rank.
+  const int slot = ctx_->nextSlot();
+  std::vector<std::uint8_t> out(bytes),
+      in(bytes * static_cast<std::size_t>(size));
+  std::vector<std::unique_ptr<gloo::transport::Buffer>> sends, recvs;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    auto& pair = ctx_->getPair(peer);
+    recvs.push_back(pair->createRecvBuffer(
+        slot, in.data() + static_cast<std::size_t>(peer) * bytes, bytes));
+    sends.push_back(pair->createSendBuffer(slot, out.data(), bytes));
+  }
+  for (auto& b : sends) b->send();
+  for (auto& b : sends) b->waitSend();
+  for (auto& b : recvs) b->waitRecv();
+  send_buffers_sized_ = true;
 }
 
 Status GlooBackend::Broadcast(void* buffer, std::int64_t bytes, int root) {

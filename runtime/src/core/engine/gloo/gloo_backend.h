@@ -38,6 +38,20 @@ class GlooBackend final : public Backend {
                    void* out,
                    const std::vector<std::int64_t>& recv_bytes) override;
 
+  /// Before the first of Gloo's bound-buffer algorithms (ring_chunked,
+  /// halving_doubling) on this context: one large message from every rank
+  /// to every other (collective; every rank calls it before the same
+  /// collective). Gloo's TCP pair fixes a socket's send buffer (SO_SNDBUF)
+  /// at the size of the first bound-buffer message it sends and only ever
+  /// raises it for a larger one; a first message of a few bytes (a
+  /// notification, a small tensor) left the buffer at the kernel's minimum
+  /// for the rest of the job, and every later transfer on that socket,
+  /// whatever the algorithm, crawled (on loopback one 64 KiB segment per
+  /// delayed acknowledgement). Sent first, this message fixes it at the
+  /// largest the kernel allows (net.core.wmem_max), at most 1 MiB. Throws
+  /// what Gloo throws (a timeout after HOROVOD_GLOO_TIMEOUT_SECONDS).
+  void SizeSendBuffersForBoundAlgorithms();
+
   const std::shared_ptr<gloo::Context>& context() const { return ctx_; }
   const GlooGroups& groups() const { return groups_; }
 
@@ -48,6 +62,8 @@ class GlooBackend final : public Backend {
   std::vector<std::uint8_t> scratch_;
   /// The exchange round's inputs of every rank (kept between calls).
   std::vector<std::uint8_t> exchange_scratch_;
+  /// SizeSendBuffersForBoundAlgorithms has run on this context.
+  bool send_buffers_sized_ = false;
 };
 
 }  // namespace hvdtune::internal
