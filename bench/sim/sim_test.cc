@@ -510,7 +510,7 @@ TEST(ClusterSim, TransferFromASmallerJobReachesTheOptimumSooner) {
   // good region.
   Scenario small{"s", "emulated-1gbe", {4, 2}, "many-small", 0.05};
   Scenario big = small;
-  big.cluster.nodes = 4;
+  big.cluster.nodes = 2 * small.cluster.nodes;
   const Problem source(small, Shapes()), target(big, Shapes());
   const double goal = 0.95 * target.Score(target.SearchOptimum());
   ASSERT_LT(target.Score(target.default_config()), goal);
