@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "core/engine/gloo/gloo_direct_allreduce.h"
 #include "core/engine/gloo/gloo_exchange.h"
 #include "core/engine/gloo/gloo_reduce.h"
 
@@ -63,6 +64,18 @@ Status GlooBackend::RingAllreduce(const void* in, void* out, std::int64_t count,
       opts.setMaxSegmentSize(static_cast<std::size_t>(segment_bytes));
     }
     gloo::allreduce(opts);
+  });
+}
+
+Status GlooBackend::DirectAllreduce(
+    void* data, std::int64_t count, DataType dtype, ReduceOp op,
+    std::int64_t segment_bytes, const std::shared_ptr<gloo::Context>& reverse,
+    const std::vector<int>& reverse_rank) {
+  if (count <= 0 || Alone(ctx_)) return Status::Ok();
+  return groups_.Guard("allreduce", [&] {
+    internal::DirectAllreduce(DirectLinks{ctx_, reverse, reverse_rank}, data,
+                              count, dtype, op, segment_bytes,
+                              groups_.timeout(), &direct_scratch_);
   });
 }
 
