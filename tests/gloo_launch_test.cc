@@ -87,9 +87,10 @@ int main(int argc, char** argv) {
   // Every rank keeps a few collectives in flight; the doomed rank dies
   // while they are pending on the others: before its fourth step's
   // collectives (the others fail in the negotiation), or, with
-  // --kill-after S, S seconds into steps of 16 MiB tensors (most likely in
-  // the middle of a transfer).
-  const std::size_t floats = kill_after >= 0 ? 1 << 22 : 1 << 18;
+  // --kill-after S, S seconds into steps of 32 MiB tensors (most likely in
+  // the middle of a transfer: the larger the step, the smaller the share
+  // of the negotiation between steps).
+  const std::size_t floats = kill_after >= 0 ? 1 << 23 : 1 << 18;
   std::vector<std::vector<float>> bufs(4, std::vector<float>(floats, 1.0f));
   std::thread killer;
   if (rank == kill_rank && kill_after >= 0) {

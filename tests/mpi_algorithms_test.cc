@@ -23,8 +23,13 @@
 #include "core/algorithms/hierarchical_allgather.h"
 #include "core/algorithms/ring.h"
 #include "core/backends/mpi/mpi_backend.h"
+#include "core/config.h"
 #include "mpi_test_util.h"
 #include "test_env.h"
+#if HVDTUNE_HAVE_GLOO
+#include "core/engine/gloo/gloo_backend.h"
+#include "core/engine/gloo/gloo_context.h"
+#endif
 
 namespace hvdtune {
 namespace {
@@ -730,6 +735,69 @@ INSTANTIATE_TEST_SUITE_P(
       return "rpn" + std::get<0>(info.param) + "_chunk" +
              std::get<1>(info.param);
     });
+
+// The Gloo engine's direct allreduce (gloo_direct_allreduce.h, the
+// hierarchical allreduce's phase across nodes), called on the world's
+// context at 1 to 4 ranks: exact and the same bits on every rank for every
+// dtype and wire op, counts smaller than the ranks, blocks of unequal
+// length, and segments from one element to more than a block; calls follow
+// each other on the same context (their messages never cross).
+TEST(GlooDirectAllreduce, ExactAndTheSameOnEveryRank) {
+  if (TestEngine() != EngineKind::kGloo) {
+    GTEST_SKIP() << "the Gloo engine's direct allreduce: run by the "
+                    "gloo_algorithms_* entries";
+  }
+#if HVDTUNE_HAVE_GLOO
+  const RuntimeConfig config = ParseConfig(MapEnv({}));
+  internal::GlooGroups groups(config.gloo, {}, 0);
+  const int rank = groups.world().rank;
+  const int size = groups.world().size;
+  // One node per rank: the cross context spans every rank, as the world's.
+  std::vector<int> node_of(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) node_of[static_cast<std::size_t>(r)] = r;
+  groups.SplitNodes(node_of);
+  ASSERT_EQ(groups.cross_world_ranks().size(), static_cast<std::size_t>(size));
+  internal::GlooBackend world(groups, groups.all());
+  internal::GlooBackend cross(groups, groups.cross());
+  struct Case {
+    std::int64_t segment_bytes;
+    std::vector<std::int64_t> counts;
+  };
+  const Case cases[] = {{1, {1, 2, 3, 5, 67}},
+                        {64, {1, 3, 1009}},
+                        {4096, {0, 7, 1009, 100003}},
+                        {1 << 20, {3, 100003, 300007}}};
+  // On one context both ways, and lower-to-higher on the cross context,
+  // higher-to-lower on the world's.
+  for (const bool reverse : {false, true}) {
+    for (const Case& c : cases) {
+      for (DataType dtype : kDtypes) {
+        for (ReduceOp op : kWireOps) {
+          for (std::int64_t count : c.counts) {
+            SCOPED_TRACE(std::string(DataTypeName(dtype)) + " " +
+                         std::string(ReduceOpName(op)) + " count " +
+                         std::to_string(count) + " segment " +
+                         std::to_string(c.segment_bytes) +
+                         (reverse ? " two contexts" : " one context"));
+            std::vector<std::uint8_t> buf(static_cast<std::size_t>(count) *
+                                          DataTypeSize(dtype));
+            FillInput(dtype, buf.data(), count, rank, op);
+            const Status s =
+                reverse ? cross.DirectAllreduce(buf.data(), count, dtype, op,
+                                                c.segment_bytes, groups.all(),
+                                                groups.cross_world_ranks())
+                        : world.DirectAllreduce(buf.data(), count, dtype, op,
+                                                c.segment_bytes, nullptr, {});
+            ASSERT_TRUE(s.ok()) << s.ToString();
+            EXPECT_EQ(CountWrong(dtype, op, size, buf.data(), count), 0);
+            EXPECT_TRUE(SameOnAllRanks(buf.data(), buf.size()));
+          }
+        }
+      }
+    }
+  }
+#endif
+}
 
 // In the emulated two-node run (HVDTUNE_EXPECT_NODES=2) MPI's shared-memory
 // split must see the fake hosts as separate nodes.

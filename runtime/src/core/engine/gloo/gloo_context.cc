@@ -151,10 +151,12 @@ void GlooGroups::SplitNodes(const std::vector<int>& node_of) {
   world_.local_size = members[node_of[me]];
   world_.cross_rank = 0;
   world_.cross_size = 0;
+  cross_world_ranks_.clear();
   for (std::size_t r = 0; r < node_of.size(); ++r) {
     if (local_rank[r] != world_.local_rank) continue;
     if (r == me) world_.cross_rank = world_.cross_size;
     ++world_.cross_size;
+    cross_world_ranks_.push_back(static_cast<int>(r));
   }
   try {
     local_ = world_.local_size > 1

@@ -35,6 +35,10 @@ class GlooGroups {
   /// Null where the group would be this rank alone.
   const std::shared_ptr<gloo::Context>& local() const { return local_; }
   const std::shared_ptr<gloo::Context>& cross() const { return cross_; }
+  /// Cross rank c's world rank (SplitNodes; empty before).
+  const std::vector<int>& cross_world_ranks() const {
+    return cross_world_ranks_;
+  }
   std::chrono::milliseconds timeout() const { return timeout_; }
   /// How many nodes the world spans (SplitNodes; 1 before).
   int nodes() const { return nodes_; }
@@ -73,6 +77,7 @@ class GlooGroups {
   World world_;
   int nodes_ = 1;
   int node_ = 0;
+  std::vector<int> cross_world_ranks_;
   /// Shares so far per group name (ShareThroughStore's keys).
   std::map<std::string, int> shares_;
   std::chrono::milliseconds timeout_;

@@ -112,10 +112,13 @@ Status GlooHierarchical::RunShared(const KnobSettings& knobs, const void* in,
       }
     }
     shm_->Publish(ShmCounter::kRead, q + 1);
-    // 3. Across nodes: every rank with this local rank holds the same shard.
+    // 3. Across nodes: every rank with this local rank holds the same shard
+    // (bytes to higher cross ranks on the cross context, to lower ones on
+    // the world's: each socket carries data one way). One node: done.
     if (shard > 0 && world_.groups().nodes() > 1) {
-      s = cross_.RingAllreduce(result, result, shard, dtype, op,
-                               knobs.ring_segment_bytes());
+      s = cross_.DirectAllreduce(result, shard, dtype, op,
+                                 kGlooCrossSegmentBytes, world_.context(),
+                                 world_.groups().cross_world_ranks());
       if (!s.ok()) return fail(s);
     }
     shm_->Publish(ShmCounter::kReduced, q + 1);

@@ -11,8 +11,10 @@
 //      rank order, into slot 0 (one rank computes each shard: the same bits
 //      whoever reads it);
 //   3. local rank i allreduces that shard with the ranks of local rank i on
-//      the other nodes (Gloo's ring on its cross context): the L shards
-//      cross the network at once, one TCP stream per local rank;
+//      the other nodes (DirectAllreduce, gloo_direct_allreduce.h: a direct
+//      reduce-scatter and allgather in segments of kGlooCrossSegmentBytes,
+//      on the cross context one way and the world's the other): the L
+//      shards cross the network at once;
 //   4. every local rank copies the whole piece out of slot 0.
 // Two sets of slots alternate, so a rank may start piece p + 1 while the
 // others still read piece p; no rank waits for a remote node except in its
@@ -39,6 +41,11 @@ inline constexpr std::int64_t kGlooShmPieceBytes = 4 << 20;
 /// The smallest: every piece costs a Gloo ring across nodes and a few
 /// waits inside the node, whatever its size.
 inline constexpr std::int64_t kGlooShmMinPieceBytes = 64 << 10;
+/// The segments of the phase across nodes (a piece's shard is cut into one
+/// block per node, each block into segments of at most this): 512 KiB
+/// measured as good as 1 MiB and better than 256 KiB on the emulated
+/// 10gbe cluster (docs/benchmarks.md).
+inline constexpr std::int64_t kGlooCrossSegmentBytes = 512 << 10;
 
 class GlooHierarchical final : public EngineAllreduce {
  public:
