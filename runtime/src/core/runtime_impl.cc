@@ -49,12 +49,11 @@ RuntimeImpl::RuntimeImpl(RuntimeConfig config, Services services,
   // Collective, like the NCCL backend: the same start on every rank.
   const int algorithm = static_cast<int>(KnobId::kAllreduceAlgorithm);
   if (!config_.knobs.pinned[algorithm]) {
-    const std::string_view name = TopologyAllreduceAlgorithm(
-        engine_->control(), world_, engine_->kind(), nccl_ != nullptr);
-    const auto choices = AllreduceAlgorithms();
-    const auto it = std::find(choices.begin(), choices.end(), name);
-    config_.knobs.values.Set(KnobId::kAllreduceAlgorithm,
-                             static_cast<double>(it - choices.begin()));
+    const KnobSpec& spec = GetKnobSpec(KnobId::kAllreduceAlgorithm);
+    config_.knobs.values.Set(
+        spec.id, ParseKnobValue(spec, TopologyAllreduceAlgorithm(
+                                          engine_->control(), world_,
+                                          engine_->kind(), nccl_ != nullptr)));
   }
   knobs_ = config_.knobs.values;
   cycle_knobs_ = knobs_;

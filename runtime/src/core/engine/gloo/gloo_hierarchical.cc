@@ -114,8 +114,9 @@ Status GlooHierarchical::RunShared(const KnobSettings& knobs, const void* in,
     shm_->Publish(ShmCounter::kRead, q + 1);
     // 3. Across nodes: every rank with this local rank holds the same shard
     // (bytes to higher cross ranks on the cross context, to lower ones on
-    // the world's: each socket carries data one way). One node: done.
-    if (shard > 0 && world_.groups().nodes() > 1) {
+    // the world's: each socket carries data one way). One node has no
+    // cross context: nothing to do.
+    if (shard > 0) {
       s = cross_.DirectAllreduce(result, shard, dtype, op,
                                  kGlooCrossSegmentBytes, world_.context(),
                                  world_.groups().cross_world_ranks());
