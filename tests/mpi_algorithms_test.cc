@@ -29,6 +29,7 @@
 #if HVDTUNE_HAVE_GLOO
 #include "core/engine/gloo/gloo_backend.h"
 #include "core/engine/gloo/gloo_context.h"
+#include "core/engine/gloo/mesh_allreduce.h"
 #endif
 
 namespace hvdtune {
@@ -736,15 +737,16 @@ INSTANTIATE_TEST_SUITE_P(
              std::get<1>(info.param);
     });
 
-// The Gloo engine's direct allreduce (gloo_direct_allreduce.h, the
-// hierarchical allreduce's phase across nodes), called on the world's
-// context at 1 to 4 ranks: exact and the same bits on every rank for every
+// The Gloo engine's allreduce across nodes (mesh_allreduce.h, the
+// hierarchical allreduce's step 3) on the engine's own sockets among all
+// ranks, at 1 to 4 ranks: exact and the same bits on every rank for every
 // dtype and wire op, counts smaller than the ranks, blocks of unequal
 // length, and segments from one element to more than a block; calls follow
-// each other on the same context (their messages never cross).
-TEST(GlooDirectAllreduce, ExactAndTheSameOnEveryRank) {
+// each other on the same mesh (their messages never cross). An abort
+// descriptor that is already readable stops a call before it moves a byte.
+TEST(GlooMeshAllreduce, ExactAndTheSameOnEveryRank) {
   if (TestEngine() != EngineKind::kGloo) {
-    GTEST_SKIP() << "the Gloo engine's direct allreduce: run by the "
+    GTEST_SKIP() << "the Gloo engine's mesh allreduce: run by the "
                     "gloo_algorithms_* entries";
   }
 #if HVDTUNE_HAVE_GLOO
@@ -752,13 +754,18 @@ TEST(GlooDirectAllreduce, ExactAndTheSameOnEveryRank) {
   internal::GlooGroups groups(config.gloo, {}, 0);
   const int rank = groups.world().rank;
   const int size = groups.world().size;
-  // One node per rank: the cross context spans every rank, as the world's.
+  // One node per rank: the cross group spans every rank, as the world.
   std::vector<int> node_of(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) node_of[static_cast<std::size_t>(r)] = r;
   groups.SplitNodes(node_of);
-  ASSERT_EQ(groups.cross_world_ranks().size(), static_cast<std::size_t>(size));
-  internal::GlooBackend world(groups, groups.all());
-  internal::GlooBackend cross(groups, groups.cross());
+  if (size == 1) {
+    EXPECT_EQ(groups.cross_mesh(), nullptr);
+    return;
+  }
+  ASSERT_NE(groups.cross_mesh(), nullptr);
+  const internal::SocketMesh& mesh = *groups.cross_mesh();
+  ASSERT_EQ(mesh.size(), size);
+  ASSERT_EQ(mesh.rank(), rank);
   struct Case {
     std::int64_t segment_bytes;
     std::vector<std::int64_t> counts;
@@ -767,35 +774,45 @@ TEST(GlooDirectAllreduce, ExactAndTheSameOnEveryRank) {
                         {64, {1, 3, 1009}},
                         {4096, {0, 7, 1009, 100003}},
                         {1 << 20, {3, 100003, 300007}}};
-  // On one context both ways, and lower-to-higher on the cross context,
-  // higher-to-lower on the world's.
-  for (const bool reverse : {false, true}) {
-    for (const Case& c : cases) {
-      for (DataType dtype : kDtypes) {
-        for (ReduceOp op : kWireOps) {
-          for (std::int64_t count : c.counts) {
-            SCOPED_TRACE(std::string(DataTypeName(dtype)) + " " +
-                         std::string(ReduceOpName(op)) + " count " +
-                         std::to_string(count) + " segment " +
-                         std::to_string(c.segment_bytes) +
-                         (reverse ? " two contexts" : " one context"));
-            std::vector<std::uint8_t> buf(static_cast<std::size_t>(count) *
-                                          DataTypeSize(dtype));
-            FillInput(dtype, buf.data(), count, rank, op);
-            const Status s =
-                reverse ? cross.DirectAllreduce(buf.data(), count, dtype, op,
-                                                c.segment_bytes, groups.all(),
-                                                groups.cross_world_ranks())
-                        : world.DirectAllreduce(buf.data(), count, dtype, op,
-                                                c.segment_bytes, nullptr, {});
-            ASSERT_TRUE(s.ok()) << s.ToString();
-            EXPECT_EQ(CountWrong(dtype, op, size, buf.data(), count), 0);
-            EXPECT_TRUE(SameOnAllRanks(buf.data(), buf.size()));
-          }
+  std::vector<std::uint8_t> scratch;
+  for (const Case& c : cases) {
+    for (DataType dtype : kDtypes) {
+      for (ReduceOp op : kWireOps) {
+        for (std::int64_t count : c.counts) {
+          SCOPED_TRACE(std::string(DataTypeName(dtype)) + " " +
+                       std::string(ReduceOpName(op)) + " count " +
+                       std::to_string(count) + " segment " +
+                       std::to_string(c.segment_bytes));
+          std::vector<std::uint8_t> buf(static_cast<std::size_t>(count) *
+                                        DataTypeSize(dtype));
+          FillInput(dtype, buf.data(), count, rank, op);
+          const Status s = groups.Guard("allreduce", [&] {
+            internal::MeshAllreduce(mesh, buf.data(), count, dtype, op,
+                                    c.segment_bytes, groups.timeout(),
+                                    &scratch);
+          });
+          ASSERT_TRUE(s.ok()) << s.ToString();
+          EXPECT_EQ(CountWrong(dtype, op, size, buf.data(), count), 0);
+          EXPECT_TRUE(SameOnAllRanks(buf.data(), buf.size()));
         }
       }
     }
   }
+  int abort_pipe[2];
+  ASSERT_EQ(::pipe(abort_pipe), 0);
+  ASSERT_EQ(::write(abort_pipe[1], "x", 1), 1);
+  std::vector<float> data(1000, 1.0f);
+  const Status aborted = groups.Guard("allreduce", [&] {
+    internal::MeshAllreduce(mesh, data.data(), 1000, DataType::kFloat32,
+                            ReduceOp::kSum, 4096, groups.timeout(), &scratch,
+                            abort_pipe[0]);
+  });
+  ::close(abort_pipe[0]);
+  ::close(abort_pipe[1]);
+  EXPECT_FALSE(aborted.ok());
+  EXPECT_NE(aborted.ToString().find("aborted"), std::string::npos)
+      << aborted.ToString();
+  EXPECT_EQ(data, std::vector<float>(1000, 1.0f));
 #endif
 }
 

@@ -190,7 +190,7 @@ std::array<KnobSpec, kNumKnobs> BuildTable() {
            "crosses the network between nodes, the next is reduce-scattered "
            "and the previous allgathered inside the node; 0 = one piece (the "
            "three phases one after another; on Gloo's shared-memory path, "
-           "pieces of 4 MiB, this when smaller, 64 KiB at least). Not "
+           "pieces of 1 MiB; when set, this between 64 KiB and 4 MiB). Not "
            "tuned: on the emulated cluster of docs/benchmarks.md it measured "
            "no faster than 0."},
       {.id = KnobId::kCycleThreadBoost,

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <fstream>
 
-#include "core/engine/gloo/gloo_direct_allreduce.h"
 #include "core/engine/gloo/gloo_exchange.h"
 #include "core/engine/gloo/gloo_reduce.h"
 
@@ -102,18 +101,6 @@ void GlooBackend::SizeSendBuffersForBoundAlgorithms() {
   for (auto& b : sends) b->waitSend();
   for (auto& b : recvs) b->waitRecv();
   send_buffers_sized_ = true;
-}
-
-Status GlooBackend::DirectAllreduce(
-    void* data, std::int64_t count, DataType dtype, ReduceOp op,
-    std::int64_t segment_bytes, const std::shared_ptr<gloo::Context>& reverse,
-    const std::vector<int>& reverse_rank) {
-  if (count <= 0 || Alone(ctx_)) return Status::Ok();
-  return groups_.Guard("allreduce", [&] {
-    internal::DirectAllreduce(DirectLinks{ctx_, reverse, reverse_rank}, data,
-                              count, dtype, op, segment_bytes,
-                              groups_.timeout(), &direct_scratch_);
-  });
 }
 
 Status GlooBackend::Broadcast(void* buffer, std::int64_t bytes, int root) {

@@ -25,14 +25,6 @@ class GlooBackend final : public Backend {
   /// Gloo's ring allreduce with segments of at most `segment_bytes`.
   Status RingAllreduce(const void* in, void* out, std::int64_t count,
                        DataType dtype, ReduceOp op, std::int64_t segment_bytes);
-  /// DirectAllreduce (gloo_direct_allreduce.h) in place on `data` over
-  /// this backend's context, in segments of at most `segment_bytes`; bytes
-  /// to lower ranks through `reverse` when set (rank r of this context is
-  /// rank reverse_rank[r] there).
-  Status DirectAllreduce(void* data, std::int64_t count, DataType dtype,
-                         ReduceOp op, std::int64_t segment_bytes,
-                         const std::shared_ptr<gloo::Context>& reverse,
-                         const std::vector<int>& reverse_rank);
   Status Broadcast(void* buffer, std::int64_t bytes, int root) override;
   /// out (at root) = reduce over ranks of in.
   Status Reduce(const void* in, void* out, std::int64_t count, DataType dtype,
@@ -68,8 +60,6 @@ class GlooBackend final : public Backend {
   std::shared_ptr<gloo::Context> ctx_;
   /// Reducescatter's whole reduced input (kept between calls).
   std::vector<std::uint8_t> scratch_;
-  /// The direct allreduce's incoming copies (kept between calls).
-  std::vector<std::uint8_t> direct_scratch_;
   /// The exchange round's inputs of every rank (kept between calls).
   std::vector<std::uint8_t> exchange_scratch_;
   /// SizeSendBuffersForBoundAlgorithms has run on this context.

@@ -167,6 +167,9 @@ void GlooGroups::SplitNodes(const std::vector<int>& node_of) {
                  ? Connect("cross" + std::to_string(world_.local_rank),
                            world_.cross_rank, world_.cross_size)
                  : nullptr;
+    cross_mesh_ = cross_ != nullptr
+                      ? std::make_unique<SocketMesh>(cross_, timeout_)
+                      : nullptr;
   } catch (const std::exception& e) {
     throw ConfigError(
         std::string("the Gloo engine could not connect the node groups: ") +

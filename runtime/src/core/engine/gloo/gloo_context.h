@@ -17,6 +17,7 @@
 
 #include "core/engine/engine.h"
 #include "core/engine/gloo/rendezvous_client.h"
+#include "core/engine/gloo/socket_mesh.h"
 
 namespace hvdtune::internal {
 
@@ -35,6 +36,10 @@ class GlooGroups {
   /// Null where the group would be this rank alone.
   const std::shared_ptr<gloo::Context>& local() const { return local_; }
   const std::shared_ptr<gloo::Context>& cross() const { return cross_; }
+  /// The engine's own connections among the cross context's ranks
+  /// (socket_mesh.h; SplitNodes makes them with the cross context). Null
+  /// where there is no cross context.
+  const SocketMesh* cross_mesh() const { return cross_mesh_.get(); }
   /// Cross rank c's world rank (SplitNodes; empty before).
   const std::vector<int>& cross_world_ranks() const {
     return cross_world_ranks_;
@@ -53,7 +58,8 @@ class GlooGroups {
   void ShareThroughStore(const std::string& group, bool root,
                          std::vector<char>* blob);
 
-  /// Makes the local and cross contexts (collective). node_of[r] is rank
+  /// Makes the local and cross contexts, and the cross context's
+  /// SocketMesh (collective). node_of[r] is rank
   /// r's node; ranks of a node in rank order, nodes numbered by their
   /// first rank. Throws ConfigError.
   void SplitNodes(const std::vector<int>& node_of);
@@ -84,6 +90,7 @@ class GlooGroups {
   std::unique_ptr<RendezvousClient> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> all_, local_, cross_;
+  std::unique_ptr<SocketMesh> cross_mesh_;
 };
 
 }  // namespace hvdtune::internal

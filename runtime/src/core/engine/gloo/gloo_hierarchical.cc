@@ -1,9 +1,14 @@
 #include "core/engine/gloo/gloo_hierarchical.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
+#include "core/engine/gloo/mesh_allreduce.h"
 #include "core/reduce.h"
+#include "core/thread_scheduling.h"
 
 namespace hvdtune::internal {
 
@@ -50,7 +55,7 @@ Status GlooHierarchical::RunShared(const KnobSettings& knobs, const void* in,
   const int size = shm_->local_size();
   const int me = shm_->local_rank();
   // Knobs and dtype are the same on every rank: so are the pieces.
-  std::int64_t piece = kGlooShmPieceBytes / esize;
+  std::int64_t piece = kGlooShmDefaultPieceBytes / esize;
   const std::int64_t chunk = knobs.hierarchical_chunk_bytes();
   if (chunk > 0) {
     piece = std::clamp<std::int64_t>(chunk, kGlooShmMinPieceBytes,
@@ -62,13 +67,36 @@ Status GlooHierarchical::RunShared(const KnobSettings& knobs, const void* in,
   const auto bytes = [esize](std::int64_t n) {
     return static_cast<std::size_t>(n * esize);
   };
+  const SocketMesh* mesh = world_.groups().cross_mesh();
+  if (mesh != nullptr && cross_worker_ == nullptr) {
+    cross_worker_ = std::make_unique<CrossWorker>(*this, *mesh);
+  }
   Status s;
   const auto fail = [&](Status why) {
+    // The worker's own error says more than the node's wait it caused.
+    if (cross_worker_ != nullptr) {
+      const Status cross = cross_worker_->Abort();
+      if (!cross.ok()) why = cross;
+    }
     shm_->FlagFailure();
     path_ = Path::kBroken;
     broken_ = why;
     return why;
   };
+  // 4. Piece q's result out, once every shard of it is in.
+  const auto copy_out = [&](std::uint64_t q, std::int64_t begin,
+                            std::int64_t n) {
+    const Status w = shm_->WaitAll(ShmCounter::kReduced, q + 1,
+                                   "allreduce its shard across nodes");
+    if (!w.ok()) return w;
+    std::memcpy(dst + begin * esize, Slot(q, 0), bytes(n));
+    shm_->Publish(ShmCounter::kConsumed, q + 1);
+    return Status::Ok();
+  };
+  // The piece whose result is still to be copied out (its step 4 follows
+  // the next piece's steps 1-2, while its step 3 runs on the worker).
+  std::int64_t pending_begin = -1, pending_n = 0;
+  std::uint64_t pending_q = 0;
   for (std::int64_t begin = 0; begin < count; begin += piece) {
     const std::int64_t n = std::min(piece, count - begin);
     const std::uint64_t q = pieces_++;
@@ -112,25 +140,96 @@ Status GlooHierarchical::RunShared(const KnobSettings& knobs, const void* in,
       }
     }
     shm_->Publish(ShmCounter::kRead, q + 1);
-    // 3. Across nodes: every rank with this local rank holds the same shard
-    // (bytes to higher cross ranks on the cross context, to lower ones on
-    // the world's: each socket carries data one way). One node has no
-    // cross context: nothing to do.
-    if (shard > 0) {
-      s = cross_.DirectAllreduce(result, shard, dtype, op,
-                                 kGlooCrossSegmentBytes, world_.context(),
-                                 world_.groups().cross_world_ranks());
+    // 3. Across nodes, on the worker: every rank with this local rank holds
+    // the same shard. One node has no mesh: the shard is final.
+    if (cross_worker_ != nullptr) {
+      cross_worker_->Post({result, shard, dtype, op, q});
+    } else {
+      shm_->Publish(ShmCounter::kReduced, q + 1);
+    }
+    // 4. The previous piece's result, while this one crosses the network.
+    if (pending_begin >= 0) {
+      s = copy_out(pending_q, pending_begin, pending_n);
       if (!s.ok()) return fail(s);
     }
-    shm_->Publish(ShmCounter::kReduced, q + 1);
-    // 4. The whole piece, once every shard is in.
-    s = shm_->WaitAll(ShmCounter::kReduced, q + 1,
-                      "allreduce its shard across nodes");
+    pending_begin = begin;
+    pending_n = n;
+    pending_q = q;
+  }
+  if (pending_begin >= 0) {
+    s = copy_out(pending_q, pending_begin, pending_n);
     if (!s.ok()) return fail(s);
-    std::memcpy(dst + begin * esize, Slot(q, 0), bytes(n));
-    shm_->Publish(ShmCounter::kConsumed, q + 1);
   }
   return Status::Ok();
+}
+
+GlooHierarchical::CrossWorker::CrossWorker(GlooHierarchical& owner,
+                                           const SocketMesh& mesh)
+    : owner_(owner), mesh_(mesh), abort_fd_(::eventfd(0, EFD_CLOEXEC)) {
+  thread_ = std::thread([this] {
+    NameThisThread("hvdtune-cross");
+    Loop();
+  });
+}
+
+GlooHierarchical::CrossWorker::~CrossWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  Abort();
+  thread_.join();
+  if (abort_fd_ >= 0) ::close(abort_fd_);
+}
+
+void GlooHierarchical::CrossWorker::Post(const Piece& piece) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(piece);
+  }
+  cv_.notify_one();
+}
+
+Status GlooHierarchical::CrossWorker::Abort() {
+  if (abort_fd_ >= 0) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t w = ::write(abort_fd_, &one, sizeof one);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.clear();
+  return error_;
+}
+
+void GlooHierarchical::CrossWorker::Loop() {
+  const GlooGroups& groups = owner_.world_.groups();
+  for (;;) {
+    Piece p;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      p = queue_.front();
+      queue_.pop_front();
+      if (!error_.ok()) continue;
+    }
+    const Status s = groups.Guard("allreduce", [&] {
+      MeshAllreduce(mesh_, p.data, p.count, p.dtype, p.op,
+                    kGlooCrossSegmentBytes, groups.timeout(), &scratch_,
+                    abort_fd_);
+    });
+    if (!s.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        error_ = s;
+        queue_.clear();
+      }
+      // The node's waits for this rank's shards end with an error.
+      owner_.shm_->FlagFailure();
+      continue;
+    }
+    owner_.shm_->Publish(ShmCounter::kReduced, p.q + 1);
+  }
 }
 
 Status GlooHierarchical::RunThroughLeaders(const KnobSettings& knobs,
