@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -12,8 +14,11 @@
 #include "hvdtune/knob_space.h"
 #include "hvdtune/services.h"
 #include "hvdtune/status.h"
+#include "hvdtune/store/fingerprint.h"
+#include "hvdtune/store_mapping.h"
 #include "root/autotune/throughput_meter.h"
 #include "root/sinks/autotune_log.h"
+#include "root/sinks/config_store.h"
 #include "root/sinks/stderr_log.h"
 #include "test_env.h"
 
@@ -451,6 +456,71 @@ std::string PhaseLine(const PhaseChangeEvent& e) {
   StderrLogSink().OnPhaseChange(e);
   std::cerr.rdbuf(old);
   return captured.str();
+}
+
+// The model is the tensors of the first step, up to the application's first
+// step mark. The cycle loop polls the autotuner after every cycle, so the
+// mark may reach it in a cycle of its own or in the one that completes the
+// next tensor (an elastic job's first step allgathers right after it): the
+// fingerprint must not depend on which, or a job back on a world it tuned
+// before misses its stored best. A mark before any tensor ends nothing.
+TEST(GpAutotuner, TheModelEndsAtTheFirstStepMarkWhicheverPollSeesIt) {
+  const std::vector<StepTensor> model = {{DataType::kUInt8, 431},
+                                         {DataType::kFloat32, 2048}};
+  auto fingerprint = [&](bool mark_in_a_cycle_of_its_own, bool leading_mark) {
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() /
+        ("hvdtune_model_mark_" + std::to_string(getpid()) + "_" +
+         std::to_string(mark_in_a_cycle_of_its_own) +
+         std::to_string(leading_mark));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    auto service = std::make_shared<ConfigStoreService>(
+        (dir / "store.db").string(), AutotuneStoreMode::kAuto);
+    AutotuneSettings s;
+    s.enabled = true;
+    TuningContext ctx = Context(s);
+    ctx.config_source = service;
+    auto tuner = MakeGpAutotuner(ctx);
+    double now = 0;
+    auto done = [&](const char* name, const StepTensor& t) {
+      TensorEvent e;
+      e.name = name;
+      e.dtype = t.dtype;
+      e.bytes = t.bytes;
+      e.finished = now += 1;
+      tuner->OnTensor(e);
+    };
+    std::ostringstream captured;  // the store's lookup line
+    std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
+    if (leading_mark) {
+      tuner->MarkStep(now += 1);
+      tuner->Poll(now);
+    }
+    done("state", model[0]);  // the state broadcast
+    tuner->Poll(now);
+    done("grad", model[1]);
+    tuner->Poll(now);
+    tuner->MarkStep(now += 1);  // optimizer.step()
+    if (mark_in_a_cycle_of_its_own) tuner->Poll(now);
+    done("check", {DataType::kFloat32, 4096});  // the world's first allgather
+    tuner->Poll(now);
+    for (int step = 0; step < 3; ++step) {  // the store is asked after step 1
+      done("grad", model[1]);
+      tuner->MarkStep(now += 1);
+      tuner->Poll(now);
+    }
+    std::cerr.rdbuf(old);
+    const std::string got = service->fingerprint();
+    service->OnStop();
+    std::filesystem::remove_all(dir);
+    return got;
+  };
+  const std::string expected = store::PrintableFingerprint(
+      JobHardwareFingerprint(1, 1, 1), StepModelFingerprint(model));
+  EXPECT_EQ(fingerprint(true, false), expected);
+  EXPECT_EQ(fingerprint(false, false), expected);
+  EXPECT_EQ(fingerprint(true, true), expected);
 }
 
 TEST(StderrLogSink, FrozenLineComparesWithTheInitialScoreOnlyWhenMeasured) {

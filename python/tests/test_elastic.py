@@ -351,16 +351,23 @@ def test_tuning_follows_the_world(tmp_path):
     assert last[0][0] == 4 and last[0][1] == "frozen" and last[0][2] > 0
     two = [v for w, v in last.items() if v[0] == 2]
     assert two and two[0][2] > 0 and two[0][3] != "store", last
-    again = [v for w, v in sorted(last.items()) if w > 0 and v[0] == 4]
+    again = [w for w, v in sorted(last.items()) if w > 0 and v[0] == 4]
     assert again, last
     # From the store. No exploration, unless the stored best did not
     # confirm (its score moved beyond what noise explains: the tuner says
     # so and explores again); it may still be confirming when the job ends.
-    assert again[-1][3] == "store", last
-    if again[-1][2] != 0:
-        assert "the stored best measured" in text, last
+    # Once confirmed, a lasting drop of the score (this machine's load)
+    # re-tunes around it, as in any job: the exploration came after the
+    # start from the store, and the world's log says so.
+    _, phase, samples, source = last[again[-1]]
+    assert source == "store", last
+    world = text[text.index("elastic: world %d:" % again[-1]):]
+    if samples != 0:
+        assert ("the stored best measured" in world or re.search(
+            r"\(the stored best, confirmed\)[\s\S]*re-tuning around the "
+            r"incumbent", world)), (last, world[-4000:])
     else:
-        assert again[-1][1] in ("warmup", "frozen"), last
+        assert phase in ("warmup", "frozen"), last
 
 
 def test_sampler_skips_what_was_trained_this_epoch():

@@ -137,10 +137,8 @@ class GpAutotuner final : public Autotuner {
     }
     std::size_t m = 0;
     for (const Done& d : done_) {
-      for (; m < marks.size() && marks[m] <= d.time; ++m) {
-        meter_.MarkStep(marks[m]);
-      }
-      if (collecting_ && (m > 0 || !step_names_.insert(d.name).second)) {
+      for (; m < marks.size() && marks[m] <= d.time; ++m) Mark(marks[m]);
+      if (collecting_ && !step_names_.insert(d.name).second) {
         collecting_ = false;  // a step boundary: the model is complete
       }
       if (collecting_) {
@@ -148,9 +146,18 @@ class GpAutotuner final : public Autotuner {
       }
       meter_.OnTensorDone(d.name, d.bytes, d.time);
     }
-    if (m > 0) collecting_ = false;
-    for (; m < marks.size(); ++m) meter_.MarkStep(marks[m]);
+    // Marks after this poll's last completion end the first step as well:
+    // what completes next, seen by a later poll, completes after them. The
+    // model must not depend on whether the cycle that saw the mark also
+    // completed the next tensor.
+    for (; m < marks.size(); ++m) Mark(marks[m]);
     done_.clear();
+  }
+
+  void Mark(double time) {
+    meter_.MarkStep(time);
+    // A mark before any tensor ends no step of the model.
+    if (!step_.empty()) collecting_ = false;
   }
 
   // The first step's tensors (up to the first repeated name or step mark)
