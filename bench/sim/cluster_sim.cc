@@ -194,6 +194,8 @@ struct ScaleOptions {
   /// The scale table's seeds are first_seed .. first_seed + seeds - 1: a
   /// second set checks that a result is not one set's luck.
   int first_seed = 0;
+  /// Steps per sample of every optimizer (Problem::set_steps_per_sample).
+  int steps_per_sample = 1;
   int jobs = 1;
   bool json = false;
   std::vector<std::string> scenarios, optimizers;
@@ -283,6 +285,7 @@ int RunScale(const ScaleOptions& o, const std::string& shapes) {
   for (const auto& s : scenarios) {
     problems.emplace_back(s, shapes);
     problems.back().set_model_options(o.model);
+    problems.back().set_steps_per_sample(o.steps_per_sample);
   }
   // Tasks: (problem, optimizer, seed) -> incumbents; the optimum per problem.
   struct Task {
@@ -312,10 +315,14 @@ int RunScale(const ScaleOptions& o, const std::string& shapes) {
   std::vector<double> fstar(problems.size());
   if (!o.json) {
     fmt::print(
-        "{} seeds{}; regret (f* - f(x)) / f* of the incumbent, median / p90\n",
+        "{} seeds{}{}; regret (f* - f(x)) / f* of the incumbent, median / "
+        "p90\n",
         o.seeds,
         o.first_seed == 0 ? std::string()
-                          : fmt::format(" from seed {}", o.first_seed));
+                          : fmt::format(" from seed {}", o.first_seed),
+        o.steps_per_sample == 1
+            ? std::string()
+            : fmt::format(", {} steps a sample", o.steps_per_sample));
   }
   for (std::size_t p = 0; p < problems.size(); ++p) {
     const hs::Problem& pr = problems[p];
@@ -510,6 +517,10 @@ int main(int argc, char** argv) {
   app.add_option("--first-seed", o.first_seed,
                  "the scale table's first seed (seeds are consecutive)")
       ->check(CLI::Range(0, 1000000));
+  app.add_option("--steps-per-sample", o.steps_per_sample,
+                 "the scale table: steps one sample of every optimizer takes "
+                 "(default 1; a baseline's sample is their median score)")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--jobs", o.jobs, "worker threads (default 1)")
       ->check(CLI::Range(1, 256));
   app.add_option("--scenarios", o.scenarios, "only these scenarios")
@@ -541,6 +552,9 @@ int main(int argc, char** argv) {
     }
     if (transfer && !o.model.empty())
       throw hvdtune::bench::UsageError("--model: not with --transfer");
+    if (transfer && o.steps_per_sample != 1)
+      throw hvdtune::bench::UsageError(
+          "--steps-per-sample: not with --transfer");
     if (transfer) return RunTransfer(o, shapes);
     return RunScale(o, shapes);
   } catch (const hvdtune::bench::UsageError& e) {

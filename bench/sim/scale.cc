@@ -66,6 +66,13 @@ void Problem::set_model_options(std::vector<std::string> options) {
   model_options_ = std::move(options);
 }
 
+void Problem::set_steps_per_sample(int steps) {
+  if (steps < 1) {
+    throw std::invalid_argument("steps per sample must be >= 1");
+  }
+  steps_per_sample_ = steps;
+}
+
 const std::vector<std::string>& ModelOptionNames() {
   static const std::vector<std::string> kNames = {"effects", "scales", "log"};
   return kNames;
@@ -190,6 +197,16 @@ struct NoisyStep {
   double Score(const Config& c) {
     return static_cast<double>(p.workload().total_bytes()) / Seconds(c);
   }
+  // One sample of a baseline: the median score of the problem's steps per
+  // sample (one step: that step's score).
+  double SampleScore(const Config& c) {
+    const int k = p.steps_per_sample();
+    if (k == 1) return Score(c);
+    std::vector<double> scores(k);
+    for (double& x : scores) x = Score(c);
+    std::sort(scores.begin(), scores.end());
+    return k % 2 ? scores[k / 2] : 0.5 * (scores[k / 2 - 1] + scores[k / 2]);
+  }
 };
 
 struct BestObserved {
@@ -209,8 +226,9 @@ Config PolicyRun(const Problem& p, std::uint64_t seed, int budget,
                  tuner::PolicyStatus* frozen_status = nullptr) {
   tuner::AutotunePolicySettings settings;
   settings.warmup_samples = 1;
-  settings.steps_per_sample = 1;
-  // One simulated step per sample, as the simulator's tables were measured.
+  // One simulated step per sample, as the simulator's tables were measured,
+  // unless the problem asks for more (fixed-length samples either way).
+  settings.steps_per_sample = p.steps_per_sample();
   settings.sample_precision = 0;
   settings.max_samples = budget;
   settings.seed = seed;
@@ -225,7 +243,7 @@ Config PolicyRun(const Problem& p, std::uint64_t seed, int budget,
   Config current = start.initial;
   const double bytes = static_cast<double>(p.workload().total_bytes());
   double now = 0;
-  for (int i = 0; i < 20 * budget + 100; ++i) {
+  for (int i = 0; i < (20 * budget + 100) * p.steps_per_sample(); ++i) {
     if (auto c = policy.TakeConfig()) current = *c;
     const tuner::PolicyStatus st = policy.status();
     if (st.phase == tuner::Phase::kFrozen) {
@@ -328,7 +346,7 @@ Incumbents RunRandom(const Problem& p, std::uint64_t seed) {
     // The first sample is the configuration in force, as for the tuner.
     const Config c =
         n == 1 ? p.default_config() : p.space().FromUnit(pts[n - 1]);
-    best.Add(c, step.Score(c));
+    best.Add(c, step.SampleScore(c));
     if (n == 10 || n == 20 || n == 40) out.push_back(best.config);
   }
   return out;
@@ -378,7 +396,7 @@ Config HorovodRun(const Problem& p, std::uint64_t seed, int budget) {
       BestObserved local;
       for (int i = 0; i < share; ++i, ++used) {
         const Config c = opt.Suggest();
-        const double score = step.Score(c);
+        const double score = step.SampleScore(c);
         opt.Observe(c, score);
         local.Add(c, score);
         overall.Add(c, score);

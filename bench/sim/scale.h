@@ -48,6 +48,11 @@ class Problem {
   const std::vector<std::string>& model_options() const {
     return model_options_;
   }
+  /// Steps one sample of every optimizer takes (1: one step, as the
+  /// tables were measured): a baseline's sample is the median of their
+  /// scores, hvdtune's the policy's own (steps_per_sample, fixed length).
+  void set_steps_per_sample(int steps);
+  int steps_per_sample() const { return steps_per_sample_; }
 
  private:
   struct Impl;
@@ -56,6 +61,7 @@ class Problem {
   Workload workload_;
   std::shared_ptr<const Impl> impl_;
   std::vector<std::string> model_options_;
+  int steps_per_sample_ = 1;
 };
 
 /// The GP model options a run may turn on (GpSettings): "effects"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "calibration.h"
@@ -408,6 +409,25 @@ TEST(ClusterSim, PolicyRunIsReproducibleAndBeatsNothingWorse) {
   // After 40 samples the tuner is not worse than the defaults by more than
   // the noise.
   EXPECT_GE(p.Score(a[2]), 0.9 * p.Score(p.default_config()));
+}
+
+TEST(ClusterSim, SamplesOfSeveralStepsAreTheRuntimesFixedLengthSamples) {
+  Scenario s{"t", "pcie-25gbe", {2, 4}, "narrow", 0.05};
+  Problem p(s, Shapes());
+  EXPECT_THROW(p.set_steps_per_sample(0), std::invalid_argument);
+  p.set_steps_per_sample(5);
+  Exploration e;
+  const Incumbents a = RunHvdtune(p, 3, &e);
+  EXPECT_EQ(a, RunHvdtune(p, 3));
+  ASSERT_FALSE(e.samples.empty());
+  for (const ExploredSample& x : e.samples) EXPECT_EQ(x.steps, 5);
+  // The baselines take the median of as many steps: another draw than one
+  // step's, and still valid configurations.
+  Problem one(s, Shapes());
+  EXPECT_NE(RunRandom(p, 3), RunRandom(one, 3));
+  for (const auto& c : RunHorovodStyle(p, 3)) {
+    EXPECT_TRUE(p.space().IsValid(c));
+  }
 }
 
 TEST(ClusterSim, CostOfTuningAddsUpTheRecordedSamples) {
