@@ -365,3 +365,68 @@ TEST(GaussianProcessTest, YeoJohnsonInverts) {
 
 }  // namespace
 }  // namespace hvdtune::tuner
+
+namespace hvdtune::tuner {
+namespace {
+
+// Scores that differ by noise alone (a 5% spread about 1000): the largest
+// posterior difference between two measured points, in posterior standard
+// deviations of that difference.
+double LargestClaimedDifference(const GaussianProcess& gp) {
+  double largest = 0;
+  for (int i = 0; i < gp.num_points(); ++i) {
+    for (int j = 0; j < gp.num_points(); ++j) {
+      double mean, var;
+      gp.PredictDifferenceStandardized(gp.inputs().col(i), gp.inputs().col(j),
+                                       &mean, &var);
+      if (i != j) largest = std::max(largest, mean / std::sqrt(var));
+    }
+  }
+  return largest;
+}
+
+TEST(GaussianProcessTest, MeasuredNoiseIsAFloorOfTheModelsNoise) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> n01(0, 1);
+  std::uniform_real_distribution<double> u(0, 1);
+  Eigen::MatrixXd x(3, 20);
+  Eigen::VectorXd y(20);
+  for (int i = 0; i < 20; ++i) {
+    for (int d = 0; d < 3; ++d) x(d, i) = u(rng);
+    y[i] = 1000 * std::exp(0.05 * n01(rng));
+  }
+  GpSettings s;
+  s.log_noise_prior_mean = -9;  // a prior that favours explaining noise
+  GaussianProcess free(3, {}, s);
+  s.relative_noise_floor = 0.05;
+  GaussianProcess floored(3, {}, s);
+  for (GaussianProcess* gp : {&free, &floored}) {
+    gp->SetData(x, y);
+    std::mt19937_64 fit_rng(3);
+    gp->FitHyperparameters(fit_rng);
+  }
+  EXPECT_EQ(free.noise_variance_floor(), s.noise_floor);
+  // The floor is the measured spread in model units, at the scores' mean.
+  const double at = std::exp(y.array().log().mean());
+  const double sd = 0.5 * (floored.ToModelUnits(at * std::exp(0.05)) -
+                           floored.ToModelUnits(at * std::exp(-0.05)));
+  EXPECT_NEAR(floored.noise_variance_floor(), sd * sd, 1e-12);
+  EXPECT_GT(floored.noise_variance_floor(), 0.1);
+  EXPECT_GE(floored.noise_variance(), floored.noise_variance_floor());
+  // Knowing the noise, the model claims no difference beyond it between
+  // any two of the points; set later (set_relative_noise_floor), the floor
+  // counts from the next SetData on.
+  EXPECT_LT(LargestClaimedDifference(floored), 2.0);
+  GaussianProcess late(3, {}, GpSettings{});
+  late.set_relative_noise_floor(0.05);
+  EXPECT_EQ(late.noise_variance_floor(), GpSettings{}.noise_floor);
+  late.SetData(x, y);
+  EXPECT_NEAR(late.noise_variance_floor(), floored.noise_variance_floor(),
+              1e-12);
+  // Without it, the same fit explains the noise as signal (243 standard
+  // deviations on these data): what the floor is there to prevent.
+  EXPECT_GT(LargestClaimedDifference(free), 2.0);
+}
+
+}  // namespace
+}  // namespace hvdtune::tuner

@@ -139,6 +139,10 @@ void AutotunePolicy::State::Account(double score, double seconds) {
   }
 }
 
+double AutotunePolicy::State::MeasuredNoise() const {
+  return sample_log_se.empty() ? 0.0 : internal::Median(sample_log_se);
+}
+
 std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
     double score, double now, const SampleCost& cost) {
   Account(score, cost.seconds);
@@ -150,6 +154,11 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
   sample.steps = cost.steps;
   sample.seconds = cost.seconds;
   sample.precision = cost.precision;
+  if (phase != Phase::kFrozen && std::isfinite(cost.precision) &&
+      cost.precision > 0 && cost.steps >= 2) {
+    sample_log_se.push_back(std::log1p(cost.precision) /
+                            internal::StudentT975(cost.steps - 1));
+  }
 
   switch (phase) {
     case Phase::kOff:
@@ -233,6 +242,7 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
           1 + static_cast<int>(tried.size());
       Job job;
       job.kind = Job::Kind::kStart;
+      job.noise = MeasuredNoise();
       job.config = current;
       job.score = in_force;
       job.tried = tried;
@@ -248,6 +258,7 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
       ++round_samples;
       Job job;
       job.kind = Job::Kind::kObserve;
+      job.noise = MeasuredNoise();
       job.config = current;
       job.score = score;
       job.time = now;
@@ -303,6 +314,7 @@ std::optional<AutotunePolicy::State::Job> AutotunePolicy::State::FinishSample(
       round_samples = 1;
       Job job;
       job.kind = Job::Kind::kRetune;
+      job.noise = MeasuredNoise();
       job.config = current;
       job.score = score;
       job.reference = reference;
@@ -409,12 +421,14 @@ AutotunePolicy::State::Result AutotunePolicy::State::Run(const Job& job) {
           optimizer->Observe(p.config, p.score);
         }
         own_begin = start.priors.size();
+        optimizer->SetRelativeNoiseFloor(job.noise);
         for (const PriorSample& p : job.tried) {
           optimizer->Observe(p.config, p.score);
         }
         optimizer->Observe(job.config, job.score);
         break;
       case Job::Kind::kObserve:
+        optimizer->SetRelativeNoiseFloor(job.noise);
         optimizer->Observe(job.config, job.score);
         break;
       case Job::Kind::kRetune: {
@@ -440,6 +454,7 @@ AutotunePolicy::State::Result AutotunePolicy::State::Run(const Job& job) {
           optimizer->Observe(o.config, o.score * scale);
         }
         own_begin = old.size();
+        optimizer->SetRelativeNoiseFloor(job.noise);
         optimizer->Observe(job.config, job.score);
         break;
       }

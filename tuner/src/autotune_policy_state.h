@@ -136,6 +136,9 @@ struct AutotunePolicy::State {
     // kRetune: the frozen samples' median score before the change (the
     // scale that the old observations are carried over by).
     double reference = 0;
+    // The samples' own noise so far: the median over this run's samples of
+    // the standard error of a sample's median log score (0: not measured).
+    double noise = 0;
     // kStart: stored conditions' configurations tried before `config`,
     // with their confirmation scores (observed after the priors).
     std::vector<PriorSample> tried;
@@ -197,6 +200,10 @@ struct AutotunePolicy::State {
   // samples that showed no drop (the reference), and the one-sided CUSUM
   // of their standardised drops.
   std::vector<double> frozen_logs;
+  // The standard error of each exploring and warm-up sample's median log
+  // score, from its own steps' spread (Job::noise is their median).
+  std::vector<double> sample_log_se;
+  double MeasuredNoise() const;
   std::vector<double> drift_pending;  // the current excursion's samples
   internal::DriftCusum drift_cusum;
   // The cost of tuning (PolicyStatus::exploration_*): their scores' sum.

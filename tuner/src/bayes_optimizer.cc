@@ -172,6 +172,14 @@ Eigen::MatrixXd BayesianOptimizer::UnitMatrix(int count) const {
   return x;
 }
 
+void BayesianOptimizer::SetRelativeNoiseFloor(double relative_sd) {
+  if (!(relative_sd >= 0) || !std::isfinite(relative_sd)) {
+    throw std::invalid_argument("relative noise floor must be finite and >= 0");
+  }
+  settings_.gp.relative_noise_floor = relative_sd;
+  gp_.set_relative_noise_floor(relative_sd);
+}
+
 bool BayesianOptimizer::RefitDue() const {
   const int n = static_cast<int>(observations_.size());
   if (n <= last_fit_points_) return false;

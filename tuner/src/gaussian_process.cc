@@ -51,7 +51,8 @@ GaussianProcess::GaussianProcess(int num_continuous,
                         : settings.ard      ? num_continuous
                                             : 1),
       category_counts_(std::move(category_counts)),
-      settings_(settings) {
+      settings_(settings),
+      floor_(settings.noise_floor) {
   theta_ = DefaultHyperparameters();
   h_ = Unpack(theta_);
   x_.resize(num_continuous_ + num_categorical(), 0);
@@ -126,7 +127,7 @@ GaussianProcess::Unpacked GaussianProcess::Unpack(
   for (int i = 0; i < num_category_scales(); ++i) h.cat_u[i] = theta[k++];
   h.s2 = std::exp(theta[k++]);
   h.prior_var = h.s2 * (1.0 + effects);
-  h.noise = settings_.noise_floor + std::exp(theta[k++]);
+  h.noise = floor_ + std::exp(theta[k++]);
   h.mean = theta[k++];
   return h;
 }
@@ -193,6 +194,8 @@ void GaussianProcess::SetData(const Eigen::MatrixXd& x,
   x_ = x;
   y_raw_ = y;
   Restandardize(/*refit_warp=*/true);
+  floor_ = NoiseFloor();
+  h_ = Unpack(theta_);
   Refactorize();
 }
 
@@ -267,6 +270,21 @@ void GaussianProcess::Restandardize(bool refit_warp) {
   }
   MeanAndScale(z, &warp_offset_, &warp_scale_);
   y_ = (z.array() - warp_offset_) / warp_scale_;
+}
+
+double GaussianProcess::NoiseFloor() const {
+  const double rel = settings_.relative_noise_floor;
+  const int n = num_points();
+  if (!(rel > 0) || n < 2 || !(y_raw_.array() > 0).all()) {
+    return settings_.noise_floor;
+  }
+  // The spread of a score at the outputs' mean, a factor exp(+-rel) about
+  // it, in model units: the transform is monotone and smooth.
+  const double at = std::exp(y_raw_.array().log().mean());
+  const double sd = 0.5 * (ToModelUnits(at * std::exp(rel)) -
+                           ToModelUnits(at * std::exp(-rel)));
+  if (!std::isfinite(sd)) return settings_.noise_floor;
+  return std::max(settings_.noise_floor, sd * sd);
 }
 
 double GaussianProcess::ToModelUnits(double raw) const {
@@ -436,7 +454,7 @@ double GaussianProcess::LogMarginalLikelihood(const Eigen::VectorXd& theta,
       }
     }
   }
-  out[s2_idx + 1] = 0.5 * trace * (h.noise - settings_.noise_floor);
+  out[s2_idx + 1] = 0.5 * trace * (h.noise - floor_);
   out[s2_idx + 2] = alpha.sum();
   return lml;
 }

@@ -102,6 +102,10 @@ class BayesianOptimizer {
   /// wrong-sized or non-finite configuration or a non-finite score.
   void Observe(const Config& config, double score);
 
+  /// One observation's measured relative noise (GpSettings::
+  /// relative_noise_floor); the model uses it from its next refit on.
+  void SetRelativeNoiseFloor(double relative_sd);
+
   /// The incumbent: among observed configurations, the one with the highest
   /// posterior mean (the observed score before a model exists). Its
   /// `score` is the observed one. Empty before any observation.

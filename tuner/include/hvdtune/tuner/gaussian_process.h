@@ -24,6 +24,12 @@ struct GpSettings {
   /// Observation-noise variance floor (standardised units): keeps the kernel
   /// matrix well conditioned with duplicate points and flat data.
   double noise_floor = 1e-8;
+  /// One observation's measured noise, as a relative standard deviation
+  /// (a sample's spread over its score; 0: not measured). The noise
+  /// variance is then at least that spread carried into model units at the
+  /// outputs' mean, set when the data are (SetData): a model may not
+  /// explain as signal a difference the samples' own spread covers.
+  double relative_noise_floor = 0;
   /// Random restarts of the hyperparameter search, drawn from the prior, in
   /// addition to the warm start (current values) and the prior mode.
   int restarts = 1;
@@ -158,6 +164,14 @@ class GaussianProcess {
   const Eigen::MatrixXd& inputs() const { return x_; }
   /// Observation-noise variance in use (standardised units).
   double noise_variance() const { return h_.noise; }
+  /// Its floor: noise_floor, or the measured noise in model units where
+  /// that is larger (GpSettings::relative_noise_floor).
+  double noise_variance_floor() const { return floor_; }
+  /// Sets GpSettings::relative_noise_floor; it takes effect at the next
+  /// SetData.
+  void set_relative_noise_floor(double relative_sd) {
+    settings_.relative_noise_floor = relative_sd;
+  }
 
  private:
   struct Unpacked {
@@ -182,6 +196,9 @@ class GaussianProcess {
   // Recomputes model-unit outputs; the warp exponent is refitted only when
   // asked (on SetData), so Cholesky updates keep the same transform.
   void Restandardize(bool refit_warp);
+  // The noise variance floor in model units (GpSettings: noise_floor and
+  // relative_noise_floor) under the current output transform.
+  double NoiseFloor() const;
   void Refactorize();
   void UpdateAlpha();
 
@@ -198,6 +215,7 @@ class GaussianProcess {
   double y_offset_ = 0, y_scale_ = 1;
   double warp_lambda_ = 1, warp_offset_ = 0, warp_scale_ = 1;
   bool log_outputs_ = false;  // log(y) modelled (settings and data allow)
+  double floor_ = 0;          // noise variance floor (NoiseFloor())
   Eigen::MatrixXd chol_;      // lower Cholesky factor of K + noise I
   Eigen::VectorXd alpha_;     // (K + noise I)^-1 (y - mean)
 };
