@@ -194,8 +194,12 @@ struct ScaleOptions {
   /// The scale table's seeds are first_seed .. first_seed + seeds - 1: a
   /// second set checks that a result is not one set's luck.
   int first_seed = 0;
-  /// Steps per sample of every optimizer (Problem::set_steps_per_sample).
-  int steps_per_sample = 1;
+  /// How every optimizer's sample is measured (Problem::set_steps_per_sample,
+  /// set_sample_precision): by default as the runtime measures one.
+  int steps_per_sample =
+      hvdtune::tuner::AutotunePolicySettings{}.steps_per_sample;
+  double sample_precision =
+      hvdtune::tuner::AutotunePolicySettings{}.sample_precision;
   int jobs = 1;
   bool json = false;
   std::vector<std::string> scenarios, optimizers;
@@ -203,6 +207,19 @@ struct ScaleOptions {
   std::vector<std::string> model;
   std::string svg;
 };
+
+// How the scale table's samples are measured, for its heading.
+std::string SampleRuleText(const ScaleOptions& o) {
+  if (o.sample_precision > 0) {
+    return fmt::format(
+        "; a sample is at least {} steps, more until its median is within "
+        "{:g}%",
+        o.steps_per_sample, 100 * o.sample_precision);
+  }
+  return o.steps_per_sample == 1
+             ? std::string("; a sample is one step")
+             : fmt::format("; a sample is {} steps", o.steps_per_sample);
+}
 
 // hvdtune's cost of tuning per scenario, medians over seeds of its
 // kCostBudget-sample runs (noiseless scores, hs::CostOf).
@@ -286,6 +303,7 @@ int RunScale(const ScaleOptions& o, const std::string& shapes) {
     problems.emplace_back(s, shapes);
     problems.back().set_model_options(o.model);
     problems.back().set_steps_per_sample(o.steps_per_sample);
+    problems.back().set_sample_precision(o.sample_precision);
   }
   // Tasks: (problem, optimizer, seed) -> incumbents; the optimum per problem.
   struct Task {
@@ -320,9 +338,7 @@ int RunScale(const ScaleOptions& o, const std::string& shapes) {
         o.seeds,
         o.first_seed == 0 ? std::string()
                           : fmt::format(" from seed {}", o.first_seed),
-        o.steps_per_sample == 1
-            ? std::string()
-            : fmt::format(", {} steps a sample", o.steps_per_sample));
+        SampleRuleText(o));
   }
   for (std::size_t p = 0; p < problems.size(); ++p) {
     const hs::Problem& pr = problems[p];
@@ -517,10 +533,18 @@ int main(int argc, char** argv) {
   app.add_option("--first-seed", o.first_seed,
                  "the scale table's first seed (seeds are consecutive)")
       ->check(CLI::Range(0, 1000000));
-  app.add_option("--steps-per-sample", o.steps_per_sample,
-                 "the scale table: steps one sample of every optimizer takes "
-                 "(default 1; a baseline's sample is their median score)")
-      ->check(CLI::Range(1, 1000));
+  CLI::Option* steps_flag =
+      app.add_option("--steps-per-sample", o.steps_per_sample,
+                     "the scale table: steps one sample of every optimizer "
+                     "takes at least (the runtime's default; a sample's "
+                     "score is their median)")
+          ->check(CLI::Range(1, 1000));
+  CLI::Option* precision_flag =
+      app.add_option("--sample-precision", o.sample_precision,
+                     "the scale table: more steps a sample until its median "
+                     "is this precise (95% half-width, relative), as the "
+                     "runtime's samples; 0: fixed length")
+          ->check(CLI::Range(0.0, 1.0));
   app.add_option("--jobs", o.jobs, "worker threads (default 1)")
       ->check(CLI::Range(1, 256));
   app.add_option("--scenarios", o.scenarios, "only these scenarios")
@@ -552,9 +576,9 @@ int main(int argc, char** argv) {
     }
     if (transfer && !o.model.empty())
       throw hvdtune::bench::UsageError("--model: not with --transfer");
-    if (transfer && o.steps_per_sample != 1)
+    if (transfer && (steps_flag->count() || precision_flag->count()))
       throw hvdtune::bench::UsageError(
-          "--steps-per-sample: not with --transfer");
+          "--steps-per-sample, --sample-precision: not with --transfer");
     if (transfer) return RunTransfer(o, shapes);
     return RunScale(o, shapes);
   } catch (const hvdtune::bench::UsageError& e) {

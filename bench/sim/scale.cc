@@ -73,6 +73,13 @@ void Problem::set_steps_per_sample(int steps) {
   steps_per_sample_ = steps;
 }
 
+void Problem::set_sample_precision(double precision) {
+  if (!(precision >= 0 && precision <= 1)) {
+    throw std::invalid_argument("sample precision must be in [0, 1]");
+  }
+  sample_precision_ = precision;
+}
+
 const std::vector<std::string>& ModelOptionNames() {
   static const std::vector<std::string> kNames = {"effects", "scales", "log"};
   return kNames;
@@ -197,15 +204,34 @@ struct NoisyStep {
   double Score(const Config& c) {
     return static_cast<double>(p.workload().total_bytes()) / Seconds(c);
   }
-  // One sample of a baseline: the median score of the problem's steps per
-  // sample (one step: that step's score).
+  // One sample of a baseline, measured as the runtime's policy measures
+  // one: the median score of at least the problem's steps per sample, with
+  // a sample precision more until it is that precise or reaches the
+  // runtime's caps (one step, fixed length: that step's score).
   double SampleScore(const Config& c) {
     const int k = p.steps_per_sample();
-    if (k == 1) return Score(c);
-    std::vector<double> scores(k);
-    for (double& x : scores) x = Score(c);
+    const double precision = p.sample_precision();
+    if (k == 1 && precision == 0) return Score(c);
+    const double bytes = static_cast<double>(p.workload().total_bytes());
+    const tuner::AutotunePolicySettings runtime;
+    std::vector<double> scores, logs;
+    double seconds = 0;
+    for (;;) {
+      const double s = Seconds(c);
+      seconds += s;
+      scores.push_back(bytes / s);
+      logs.push_back(std::log(bytes / s));
+      const int n = static_cast<int>(scores.size());
+      if (n < k) continue;
+      if (precision == 0 || n >= 10 * k ||
+          seconds >= runtime.max_sample_seconds ||
+          tuner::MedianLogHalfWidth(logs) <= std::log1p(precision)) {
+        break;
+      }
+    }
     std::sort(scores.begin(), scores.end());
-    return k % 2 ? scores[k / 2] : 0.5 * (scores[k / 2 - 1] + scores[k / 2]);
+    const std::size_t n = scores.size();
+    return n % 2 ? scores[n / 2] : 0.5 * (scores[n / 2 - 1] + scores[n / 2]);
   }
 };
 
@@ -226,10 +252,9 @@ Config PolicyRun(const Problem& p, std::uint64_t seed, int budget,
                  tuner::PolicyStatus* frozen_status = nullptr) {
   tuner::AutotunePolicySettings settings;
   settings.warmup_samples = 1;
-  // One simulated step per sample, as the simulator's tables were measured,
-  // unless the problem asks for more (fixed-length samples either way).
+  // Samples as the problem measures them (the runtime's default caps).
   settings.steps_per_sample = p.steps_per_sample();
-  settings.sample_precision = 0;
+  settings.sample_precision = p.sample_precision();
   settings.max_samples = budget;
   settings.seed = seed;
   settings.asynchronous = false;
@@ -243,7 +268,9 @@ Config PolicyRun(const Problem& p, std::uint64_t seed, int budget,
   Config current = start.initial;
   const double bytes = static_cast<double>(p.workload().total_bytes());
   double now = 0;
-  for (int i = 0; i < (20 * budget + 100) * p.steps_per_sample(); ++i) {
+  const int max_steps =
+      p.steps_per_sample() * (p.sample_precision() > 0 ? 10 : 1);
+  for (int i = 0; i < (20 * budget + 100) * max_steps; ++i) {
     if (auto c = policy.TakeConfig()) current = *c;
     const tuner::PolicyStatus st = policy.status();
     if (st.phase == tuner::Phase::kFrozen) {

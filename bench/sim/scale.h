@@ -48,11 +48,18 @@ class Problem {
   const std::vector<std::string>& model_options() const {
     return model_options_;
   }
-  /// Steps one sample of every optimizer takes (1: one step, as the
-  /// tables were measured): a baseline's sample is the median of their
-  /// scores, hvdtune's the policy's own (steps_per_sample, fixed length).
+  /// Steps one sample of every optimizer takes at least (1: one step):
+  /// a baseline's sample is the median of their scores, hvdtune's the
+  /// policy's own (AutotunePolicySettings::steps_per_sample).
   void set_steps_per_sample(int steps);
   int steps_per_sample() const { return steps_per_sample_; }
+  /// With `precision` > 0 a sample takes more steps, as the runtime's
+  /// (AutotunePolicySettings::sample_precision, with the runtime's default
+  /// caps: 10 x steps_per_sample steps or 3 simulated seconds), until the
+  /// 95% half-width of its median log score is at most ln(1 + precision);
+  /// every optimizer's samples the same way. 0: fixed-length samples.
+  void set_sample_precision(double precision);
+  double sample_precision() const { return sample_precision_; }
 
  private:
   struct Impl;
@@ -62,6 +69,7 @@ class Problem {
   std::shared_ptr<const Impl> impl_;
   std::vector<std::string> model_options_;
   int steps_per_sample_ = 1;
+  double sample_precision_ = 0;
 };
 
 /// The GP model options a run may turn on (GpSettings): "effects"

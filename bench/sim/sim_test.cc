@@ -430,6 +430,31 @@ TEST(ClusterSim, SamplesOfSeveralStepsAreTheRuntimesFixedLengthSamples) {
   }
 }
 
+TEST(ClusterSim, APreciseSampleTakesStepsUntilItsMedianIsThatPrecise) {
+  // 10% step noise: two steps are never within 3%, so every sample runs on
+  // past its two steps, to the runtime's caps at most (20 steps here, or
+  // 3 simulated seconds, about 10 of its 0.3 s steps).
+  Scenario s{"t", "pcie-25gbe", {2, 4}, "narrow", 0.10};
+  Problem p(s, Shapes());
+  EXPECT_THROW(p.set_sample_precision(-0.1), std::invalid_argument);
+  EXPECT_THROW(p.set_sample_precision(1.5), std::invalid_argument);
+  p.set_steps_per_sample(2);
+  p.set_sample_precision(0.03);
+  Exploration e;
+  const Incumbents a = RunHvdtune(p, 4, &e);
+  EXPECT_EQ(a, RunHvdtune(p, 4));
+  ASSERT_FALSE(e.samples.empty());
+  for (const ExploredSample& x : e.samples) {
+    EXPECT_GT(x.steps, 2);
+    EXPECT_LE(x.steps, 20);
+  }
+  // The baselines' samples follow the same rule: another draw than fixed
+  // two-step samples'.
+  Problem fixed(s, Shapes());
+  fixed.set_steps_per_sample(2);
+  EXPECT_NE(RunRandom(p, 4), RunRandom(fixed, 4));
+}
+
 TEST(ClusterSim, CostOfTuningAddsUpTheRecordedSamples) {
   // A narrow model on PCIe GPUs + 25 GbE: the default (NCCL's allreduce)
   // is ~1.3x from the best, so the run explores configurations both sides
