@@ -183,6 +183,37 @@ TEST(BayesianOptimizerTest, RestoredStateSuggestsTheSameNextPoints) {
   EXPECT_EQ(restored.Best()->config, original.Best()->config);
 }
 
+TEST(BayesianOptimizerTest, MeasuredNoiseIsPartOfTheState) {
+  // The measured noise changes with every sample, as the policy hands it
+  // on; the model takes it at each refit. A restored optimizer rebuilds
+  // the model with the value of its last refit and refits with the latest.
+  BayesianOptimizer original(MixedSpace(), Settings(9));
+  EXPECT_THROW(original.SetRelativeNoiseFloor(-0.1), std::invalid_argument);
+  EXPECT_THROW(original.SetRelativeNoiseFloor(std::nan("")),
+               std::invalid_argument);
+  for (int i = 0; i < 23; ++i) {
+    original.SetRelativeNoiseFloor(0.02 + 0.002 * i);
+    const Config c = original.Suggest();
+    original.Observe(c, std::exp(-Mixed(c)));
+  }
+  original.Best();
+  EXPECT_GT(original.model().noise_variance_floor(),
+            Settings(9).gp.noise_floor);
+  BayesianOptimizer restored =
+      BayesianOptimizer::Deserialize(original.Serialize());
+  EXPECT_EQ(restored.ToJson(), original.ToJson());
+  restored.Best();
+  EXPECT_EQ(restored.model().noise_variance_floor(),
+            original.model().noise_variance_floor());
+  for (int i = 0; i < 6; ++i) {
+    const Config a = original.Suggest(), b = restored.Suggest();
+    ASSERT_EQ(a, b) << "round " << i;
+    original.Observe(a, std::exp(-Mixed(a)));
+    restored.Observe(b, std::exp(-Mixed(b)));
+  }
+  EXPECT_EQ(restored.Best()->config, original.Best()->config);
+}
+
 TEST(BayesianOptimizerTest, ExploitPhaseIsPartOfTheStateAndStaysValid) {
   BayesOptSettings settings = Settings(4);
   settings.exploit_from = 12;  // the last suggestions maximise UCB

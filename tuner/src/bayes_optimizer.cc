@@ -177,7 +177,6 @@ void BayesianOptimizer::SetRelativeNoiseFloor(double relative_sd) {
     throw std::invalid_argument("relative noise floor must be finite and >= 0");
   }
   settings_.gp.relative_noise_floor = relative_sd;
-  gp_.set_relative_noise_floor(relative_sd);
 }
 
 bool BayesianOptimizer::RefitDue() const {
@@ -193,6 +192,7 @@ void BayesianOptimizer::SyncModel(std::mt19937_64* rng) const {
   if (rng != nullptr && RefitDue()) {
     Eigen::VectorXd y(n);
     for (int i = 0; i < n; ++i) y[i] = observations_[i].score;
+    gp_.set_relative_noise_floor(settings_.gp.relative_noise_floor);
     gp_.SetData(UnitMatrix(n), y);
     gp_.FitHyperparameters(*rng);
     last_fit_points_ = n;

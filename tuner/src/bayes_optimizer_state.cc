@@ -48,6 +48,7 @@ void VisitSettings(BayesOptSettings& s, F&& f) {
   f("gp.use_priors", gp.use_priors);
   f("gp.warp_outputs", gp.warp_outputs);
   f("gp.noise_floor", gp.noise_floor);
+  f("gp.relative_noise_floor", gp.relative_noise_floor);
   f("gp.restarts", gp.restarts);
   f("gp.max_evals_per_start", gp.max_evals_per_start);
   f("gp.log_lengthscale_prior_mean", gp.log_lengthscale_prior_mean);
@@ -257,6 +258,9 @@ std::string BayesianOptimizer::ToJson() const {
   doc["design_generated"] = design_generated_;
   doc["low_ei_rounds"] = low_ei_rounds_;
   doc["last_fit_points"] = last_fit_points_;
+  // The measured noise the model was last fitted with (the settings hold
+  // the one its next refit takes).
+  doc["fitted_relative_noise_floor"] = FiniteNumber(gp_.relative_noise_floor());
   const Eigen::VectorXd& theta = gp_.hyperparameters();
   doc["hyperparameters"] = FiniteNumbers(
       std::vector<double>(theta.data(), theta.data() + theta.size()));
@@ -345,8 +349,14 @@ BayesianOptimizer BayesianOptimizer::FromJson(const std::string& text) {
         std::to_string(theta.size()) + " hyperparameters where the model has " +
         std::to_string(opt.gp_.num_hyperparameters()) + ")");
   }
-  // Rebuild the model exactly as it was: factorised at the last refit, later
-  // points to be added by the same Cholesky updates.
+  // Rebuild the model exactly as it was: factorised at the last refit, with
+  // the measured noise of then, later points to be added by the same
+  // Cholesky updates. (A state written before the measured noise existed
+  // has none: 0.)
+  opt.gp_.set_relative_noise_floor(
+      state.Has("fitted_relative_noise_floor")
+          ? state.Number("fitted_relative_noise_floor")
+          : 0.0);
   opt.gp_.SetHyperparameters(
       Eigen::Map<const Eigen::VectorXd>(theta.data(), theta.size()));
   if (fit_points > 0) {

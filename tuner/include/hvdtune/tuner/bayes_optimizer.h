@@ -103,7 +103,8 @@ class BayesianOptimizer {
   void Observe(const Config& config, double score);
 
   /// One observation's measured relative noise (GpSettings::
-  /// relative_noise_floor); the model uses it from its next refit on.
+  /// relative_noise_floor); the model uses it from its next refit on (the
+  /// state keeps both the value of the last refit and this one).
   void SetRelativeNoiseFloor(double relative_sd);
 
   /// The incumbent: among observed configurations, the one with the highest

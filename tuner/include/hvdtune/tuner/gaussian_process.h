@@ -172,6 +172,7 @@ class GaussianProcess {
   void set_relative_noise_floor(double relative_sd) {
     settings_.relative_noise_floor = relative_sd;
   }
+  double relative_noise_floor() const { return settings_.relative_noise_floor; }
 
  private:
   struct Unpacked {
