@@ -213,7 +213,9 @@ struct NoisyStep {
     const double precision = p.sample_precision();
     if (k == 1 && precision == 0) return Score(c);
     const double bytes = static_cast<double>(p.workload().total_bytes());
-    const tuner::AutotunePolicySettings runtime;
+    tuner::AutotunePolicySettings rule;  // the runtime's caps
+    rule.steps_per_sample = k;
+    rule.sample_precision = precision;
     std::vector<double> scores, logs;
     double seconds = 0;
     for (;;) {
@@ -221,11 +223,9 @@ struct NoisyStep {
       seconds += s;
       scores.push_back(bytes / s);
       logs.push_back(std::log(bytes / s));
-      const int n = static_cast<int>(scores.size());
-      if (n < k) continue;
-      if (precision == 0 || n >= 10 * k ||
-          seconds >= runtime.max_sample_seconds ||
-          tuner::MedianLogHalfWidth(logs) <= std::log1p(precision)) {
+      if (static_cast<int>(scores.size()) >= k &&
+          tuner::SampleMayClose(rule, static_cast<long long>(scores.size()),
+                                seconds, tuner::MedianLogHalfWidth(logs))) {
         break;
       }
     }

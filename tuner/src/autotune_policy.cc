@@ -53,6 +53,17 @@ double MedianLogHalfWidth(const std::vector<double>& logs) {
          std::sqrt(static_cast<double>(n));
 }
 
+bool SampleMayClose(const AutotunePolicySettings& s, long long steps,
+                    double seconds, double half_width) {
+  if (!(s.sample_precision > 0)) return true;
+  const long long max_steps = s.max_steps_per_sample > 0
+                                  ? s.max_steps_per_sample
+                                  : 10LL * s.steps_per_sample;
+  const bool capped = steps >= max_steps || (s.max_sample_seconds > 0 &&
+                                             seconds >= s.max_sample_seconds);
+  return capped || half_width <= std::log1p(s.sample_precision);
+}
+
 namespace {
 
 // Throws std::invalid_argument unless `config` is a valid point of `space`.
@@ -260,15 +271,7 @@ void AutotunePolicy::OnStep(double bytes, double seconds, double now) {
                      [](double x) { return std::log(x); });
       const double half_width = MedianLogHalfWidth(logs);
       if (std::isfinite(half_width)) cost.precision = std::expm1(half_width);
-      const long long max_steps = s.settings.max_steps_per_sample > 0
-                                      ? s.settings.max_steps_per_sample
-                                      : 10LL * s.settings.steps_per_sample;
-      const bool capped =
-          n >= max_steps || (s.settings.max_sample_seconds > 0 &&
-                             s.step_seconds >= s.settings.max_sample_seconds);
-      if (target > 0 && !capped && !(half_width <= std::log1p(target))) {
-        return;
-      }
+      if (!SampleMayClose(s.settings, n, s.step_seconds, half_width)) return;
     }
     const double sample = internal::Median(s.step_scores);
     s.step_scores.clear();

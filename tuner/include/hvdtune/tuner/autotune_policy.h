@@ -177,6 +177,15 @@ RobustSpread RobustSpreadOf(const std::vector<double>& values);
 /// than 2 steps.
 double MedianLogHalfWidth(const std::vector<double>& logs);
 
+/// Whether an adaptive sample of `steps` steps (at least
+/// `s.steps_per_sample`) that took `seconds` and whose median has the
+/// half-width `half_width` (MedianLogHalfWidth) may close: with
+/// `s.sample_precision` 0 always; else once the half-width is within
+/// ln(1 + sample_precision) or a cap is reached (max_steps_per_sample, or
+/// 10 x steps_per_sample; max_sample_seconds).
+bool SampleMayClose(const AutotunePolicySettings& s, long long steps,
+                    double seconds, double half_width);
+
 /// A score as the policy estimates it, never a single sample: for a
 /// configuration, the model's posterior mean of its score given every
 /// sample of the run (its own and its neighbours', all measured the same
